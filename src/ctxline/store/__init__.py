@@ -1,0 +1,48 @@
+"""Storage backends behind one small Protocol, and ``open_store`` for database URLs.
+
+    store = open_store("sqlite:///ctxline.db")   # or a plain path, or ":memory:"
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from ctxline.errors import ValidationError
+from ctxline.store.base import MAIN, SessionInfo, Store, TimelineInfo, new_ulid, utc_now
+from ctxline.store.memory import MemoryStore
+from ctxline.store.sqlite import SQLiteStore
+
+__all__ = [
+    "MAIN",
+    "MemoryStore",
+    "SQLiteStore",
+    "SessionInfo",
+    "Store",
+    "TimelineInfo",
+    "new_ulid",
+    "open_store",
+    "utc_now",
+]
+
+
+def open_store(url: str, *, durability: str = "normal") -> Store:
+    """Open a store from ``:memory:``, ``memory://``, ``sqlite:///path`` or a file path."""
+    if durability not in ("normal", "full"):
+        raise ValidationError(f"durability must be normal or full, got {durability!r}", field="durability")
+    mode: Literal["normal", "full"] = "full" if durability == "full" else "normal"
+    if url in (":memory:", "memory://", "memory:"):
+        return MemoryStore()
+    if url.startswith("sqlite://"):
+        path = url.removeprefix("sqlite://")
+        path = path.removeprefix("/")  # sqlite:///rel.db is relative, sqlite:////abs.db absolute
+        return SQLiteStore(path or ":memory:", durability=mode)
+    if url.startswith(("postgresql://", "postgres://")):
+        raise ValidationError(
+            "PostgreSQL is not supported by this build yet; use a SQLite path", field="db"
+        )
+    if "://" in url:
+        raise ValidationError(
+            f"unknown database URL {url!r}; use a path, sqlite:///path or :memory:", field="db"
+        )
+    return SQLiteStore(Path(url), durability=mode)

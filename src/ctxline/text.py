@@ -1,0 +1,44 @@
+"""Make untrusted text safe to store and send.
+
+Lone surrogates (from bad JSON escapes or broken decoders) cannot be encoded as UTF-8:
+SQLite refuses them and providers reject ``"\\ud83d"`` with "no low surrogate in
+string". They become U+FFFD at ingestion, as do undecodable bytes. NUL is kept: the
+canonical JSON form escapes it as ``\\u0000``.
+
+    >>> clean_text("ok \\ud83d")
+    'ok \\ufffd'
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["clean_json", "clean_text", "decode_bytes"]
+
+
+def clean_text(value: str) -> str:
+    """``value`` with every lone surrogate replaced by U+FFFD (a fast no-op otherwise)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        # surrogatepass round trip through UTF-16 joins valid pairs and replaces lone halves
+        return value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    return value
+
+
+def decode_bytes(data: bytes) -> str:
+    """UTF-8 with replacement: no input can fail to decode."""
+    return data.decode("utf-8", "replace")
+
+
+def clean_json(value: Any) -> Any:
+    """A JSON value with every string (keys included) passed through :func:`clean_text`."""
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, dict):
+        return {clean_text(str(k)): clean_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [clean_json(v) for v in value]
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    raise TypeError(f"not a JSON value: {type(value).__name__}")

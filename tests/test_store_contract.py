@@ -1,0 +1,223 @@
+"""The contract every Store backend keeps; a new backend joins via conftest.BACKENDS."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from ctxline.blobs import blob_ref
+from ctxline.errors import (
+    BlobError,
+    Conflict,
+    DuplicateEventId,
+    PairingError,
+    UnknownSession,
+    UnknownTimeline,
+    ValidationError,
+)
+from ctxline.events import (
+    AssistantMessage,
+    Event,
+    Pending,
+    ToolCall,
+    ToolResult,
+    UnknownEvent,
+    UserMessage,
+)
+from ctxline.store import MAIN, Store
+
+
+def _user(n: int) -> UserMessage:
+    return UserMessage(f"message {n}")
+
+
+def _texts(store: Store, session: str, timeline: str = MAIN) -> list[str]:
+    out = []
+    for ev in store.read(session, timeline):
+        assert isinstance(ev.event, UserMessage)
+        out.append(ev.event.text)
+    return out
+
+
+def test_sessions_start_empty_and_list_sorted(store: Store) -> None:
+    assert store.sessions() == []
+    store.create_session("b", meta={"origin": "test"})
+    store.create_session("a")
+    assert [s.id for s in store.sessions()] == ["a", "b"]
+    assert store.session("b").meta == {"origin": "test"}
+    assert store.session("a").events == 0
+    assert store.head("a") == 0
+
+
+def test_create_session_twice(store: Store) -> None:
+    store.create_session("s")
+    with pytest.raises(ValidationError, match="already exists"):
+        store.create_session("s")
+    assert store.create_session("s", exist_ok=True).id == "s"
+
+
+def test_unknown_session_and_timeline(store: Store) -> None:
+    with pytest.raises(UnknownSession):
+        store.append("nope", [_user(1)])
+    store.create_session("s")
+    with pytest.raises(UnknownTimeline):
+        store.read("s", "nope")
+
+
+def test_append_numbers_gap_free_and_reads_back(store: Store) -> None:
+    store.create_session("s")
+    first = store.append("s", [_user(1), _user(2)], expected_seq=0)
+    assert [e.seq for e in first] == [1, 2]
+    second = store.append("s", [_user(3)], expected_seq=2)
+    assert second[0].seq == 3
+    assert _texts(store, "s") == ["message 1", "message 2", "message 3"]
+    assert [e.seq for e in store.read("s", after_seq=1)] == [2, 3]
+    assert [e.seq for e in store.read("s", limit=2)] == [1, 2]
+    assert store.session("s").events == 3
+    stored = store.read("s")
+    assert stored == [*first, *second]
+    assert all(e.at.tzinfo is not None for e in stored)
+
+
+def test_conflict_carries_seqs_and_writes_nothing(store: Store) -> None:
+    store.create_session("s")
+    store.append("s", [_user(1)], expected_seq=0)
+    with pytest.raises(Conflict) as info:
+        store.append("s", [_user(2), _user(3)], expected_seq=0)
+    assert (info.value.expected, info.value.actual) == (0, 1)
+    assert store.head("s") == 1
+
+
+def test_none_expected_appends_at_head(store: Store) -> None:
+    store.create_session("s")
+    store.append("s", [_user(1)])
+    store.append("s", [_user(2)])
+    assert store.head("s") == 2
+
+
+def test_client_ids_make_retries_idempotent(store: Store) -> None:
+    store.create_session("s")
+    batch = [Pending(_user(1), id="c-1"), Pending(_user(2), id="c-2")]
+    first = store.append("s", batch, expected_seq=0)
+    again = store.append("s", batch, expected_seq=0)
+    assert again == first
+    assert store.head("s") == 2
+    assert [e.id for e in store.read("s")] == ["c-1", "c-2"]
+
+
+def test_client_id_reused_for_other_content(store: Store) -> None:
+    store.create_session("s")
+    store.append("s", [Pending(_user(1), id="c-1")])
+    with pytest.raises(DuplicateEventId):
+        store.append("s", [Pending(_user(9), id="c-1")])
+    with pytest.raises(DuplicateEventId):
+        store.append("s", [Pending(_user(1), id="c-1"), Pending(_user(2), id="c-2")])
+    with pytest.raises(DuplicateEventId):
+        store.append("s", [Pending(_user(5), id="x"), Pending(_user(6), id="x")])
+    assert store.head("s") == 1
+
+
+def test_imported_time_is_kept(store: Store) -> None:
+    store.create_session("s")
+    at = datetime(2024, 5, 1, 12, 0, 0, 123456, tzinfo=UTC)
+    (ev,) = store.append("s", [Pending(_user(1), at=at)])
+    assert ev.at == at
+    assert store.read("s")[0].at == at
+
+
+def test_orphan_result_rejected_naming_the_id(store: Store) -> None:
+    store.create_session("s")
+    store.append("s", [_user(1)])
+    with pytest.raises(PairingError, match="call-404"):
+        store.append("s", [_user(2), ToolResult("call-404", "out")])
+    assert store.head("s") == 1
+
+
+def test_result_pairs_with_call_in_same_or_earlier_batch(store: Store) -> None:
+    store.create_session("s")
+    call = AssistantMessage("", (ToolCall("c1", "ls", {"path": "."}), ToolCall("c2", "ls", {})))
+    store.append("s", [call, ToolResult("c1", "a.txt")])
+    store.append("s", [ToolResult("c2", "b.txt", is_error=True)])
+    assert store.head("s") == 3
+
+
+def test_every_kind_round_trips(store: Store) -> None:
+    from ctxline.events import Notification, Rule, State, Todo, TodoItem
+
+    events: list[Event] = [
+        UserMessage("hé \x00 \x08 字", meta={"k": [1, 2.5, None]}),
+        AssistantMessage("x", (ToolCall("c", "f", "not json"),)),
+        ToolResult("c", "out", name="f"),
+        State("env/date", "2026-11-02"),
+        State("env/date", cleared=True),
+        Rule("r1", "set", scope="path:src/**", text="keep", expires_at=datetime(2027, 1, 1, tzinfo=UTC)),
+        Notification("exec/job-7", "done", ref="sha256:" + "0" * 64),
+        Todo("write", (TodoItem("1", "List files", "in_progress"),)),
+        UnknownEvent("future.kind", {"x": {"y": 1}}),
+    ]
+    store.create_session("s")
+    store.append("s", events)
+    assert [e.event for e in store.read("s")] == events
+
+
+def test_fork_sees_parent_prefix_and_parent_is_unaffected(store: Store) -> None:
+    store.create_session("s")
+    store.append("s", [_user(1), _user(2), _user(3)])
+    info = store.fork("s", MAIN, 2, "alt")
+    assert (info.parent, info.fork_seq, info.head) == (MAIN, 2, 2)
+    store.append("s", [_user(30)], expected_seq=2, timeline="alt")
+    store.append("s", [_user(4)], expected_seq=3)
+    assert _texts(store, "s", "alt") == ["message 1", "message 2", "message 30"]
+    assert _texts(store, "s") == ["message 1", "message 2", "message 3", "message 4"]
+    assert [e.seq for e in store.read("s", "alt")] == [1, 2, 3]
+    assert [e.seq for e in store.read("s", "alt", after_seq=2)] == [3]
+    grand = store.fork("s", "alt", 3, "alt2")
+    store.append("s", [_user(300)], timeline="alt2")
+    assert _texts(store, "s", "alt2") == ["message 1", "message 2", "message 30", "message 300"]
+    assert grand.head == 3
+    assert {t.name for t in store.timelines("s")} == {MAIN, "alt", "alt2"}
+    assert store.session("s").timelines == 3
+
+
+def test_fork_rejects_bad_points_and_names(store: Store) -> None:
+    store.create_session("s")
+    store.append("s", [_user(1)])
+    with pytest.raises(ValidationError, match="fork point"):
+        store.fork("s", MAIN, 5, "x")
+    store.fork("s", MAIN, 1, "x")
+    with pytest.raises(ValidationError, match="already exists"):
+        store.fork("s", MAIN, 0, "x")
+
+
+def test_fork_pairing_uses_only_visible_calls(store: Store) -> None:
+    store.create_session("s")
+    store.append("s", [_user(1), AssistantMessage("", (ToolCall("late", "f", {}),))])
+    store.fork("s", MAIN, 1, "early")
+    with pytest.raises(PairingError, match="late"):
+        store.append("s", [ToolResult("late", "out")], timeline="early")
+    store.fork("s", MAIN, 2, "after")
+    store.append("s", [ToolResult("late", "out")], timeline="after")
+
+
+def test_blobs_are_content_addressed_and_verified(store: Store) -> None:
+    data = b"\x00" + "large output ✓".encode() * 1000
+    ref = store.blobs.put(data)
+    assert ref == blob_ref(data)
+    assert ref.startswith("sha256:")
+    assert store.blobs.put(data) == ref
+    assert store.blobs.get(ref) == data
+    assert store.blobs.has(ref)
+    missing = blob_ref(b"other")
+    assert not store.blobs.has(missing)
+    with pytest.raises(BlobError, match="missing"):
+        store.blobs.get(missing)
+    with pytest.raises(BlobError, match="malformed"):
+        store.blobs.get("md5:abc")
+
+
+def test_token_counts_are_stored_per_tokenizer(store: Store) -> None:
+    store.put_token_counts("o200k_base", {"a": 3, "b": 5})
+    store.put_token_counts("bytes/4", {"a": 4})
+    assert store.get_token_counts(["a", "b", "c"], "o200k_base") == {"a": 3, "b": 5}
+    assert store.get_token_counts(["a", "b"], "bytes/4") == {"a": 4}
