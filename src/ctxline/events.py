@@ -31,9 +31,11 @@ __all__ = [
     "AssistantMessage",
     "Compaction",
     "Event",
+    "Guide",
     "JsonValue",
     "Notification",
     "Pending",
+    "RequestHeader",
     "Rule",
     "State",
     "StoredEvent",
@@ -42,6 +44,7 @@ __all__ = [
     "TodoItem",
     "ToolCall",
     "ToolResult",
+    "Tools",
     "UnknownEvent",
     "UserMessage",
     "canonical_json",
@@ -64,7 +67,9 @@ TODO_STATUSES = ("pending", "in_progress", "completed", "cancelled")
 
 def canonical_json(obj: JsonValue) -> bytes:
     """The canonical bytes of a JSON value: sorted keys, compact, UTF-8."""
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    return json.dumps(
+        obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    ).encode()
 
 
 def format_at(at: datetime) -> str:
@@ -194,6 +199,44 @@ class Compaction:
 
 
 @dataclass(frozen=True, slots=True)
+class Guide:
+    """The guide text adopted from this point on (seed 000: earlier requests keep theirs)."""
+
+    kind: ClassVar[str] = "guide"
+    version: str
+    text: str
+    meta: dict[str, JsonValue] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Tools:
+    """The tool schemas offered to the model from this point on (``name``, ``description``,
+    ``parameters`` per tool)."""
+
+    kind: ClassVar[str] = "tools"
+    tools: tuple[dict[str, JsonValue], ...] = ()
+    meta: dict[str, JsonValue] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class RequestHeader:
+    """What is needed to rebuild one prepared request byte for byte.
+
+    The record up to ``upto_seq`` plus these fields determine the body; ``sha256``
+    is the body's hash and ``report`` the preparation report of that step.
+    """
+
+    kind: ClassVar[str] = "request"
+    step: int
+    upto_seq: int
+    sha256: str
+    options: dict[str, JsonValue] = field(default_factory=dict)
+    inputs: dict[str, JsonValue] = field(default_factory=dict)
+    report: dict[str, JsonValue] = field(default_factory=dict)
+    meta: dict[str, JsonValue] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
 class UnknownEvent:
     """A kind this version does not know: kept whole, rendered as opaque."""
 
@@ -211,6 +254,9 @@ Event: TypeAlias = (
     | Notification
     | Todo
     | Compaction
+    | Guide
+    | Tools
+    | RequestHeader
     | UnknownEvent
 )
 
@@ -285,6 +331,19 @@ def event_to_json(event: Event) -> dict[str, JsonValue]:
             ]
         else:
             out.update(id=event.item_id, status=event.status)
+    elif isinstance(event, Guide):
+        out.update(version=event.version, text=event.text)
+    elif isinstance(event, Tools):
+        out["tools"] = list(event.tools)
+    elif isinstance(event, RequestHeader):
+        out.update(
+            step=event.step,
+            upto_seq=event.upto_seq,
+            sha256=event.sha256,
+            options=event.options,
+            inputs=event.inputs,
+            report=event.report,
+        )
     elif isinstance(event, Compaction):
         if event.summary:
             out["summary"] = event.summary
@@ -397,6 +456,41 @@ def _compaction(r: _Reader) -> Compaction:
     return Compaction(r.text("summary", required=False), r.text("trigger", required=False), pre, r.meta())
 
 
+def _int(r: _Reader, name: str) -> int:
+    value = r.obj.get(name)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise r.fail(name, "expected a non-negative integer")
+    return value
+
+
+def _obj(r: _Reader, name: str) -> dict[str, JsonValue]:
+    value = r.obj.get(name, {})
+    if not isinstance(value, dict):
+        raise r.fail(name, "expected an object")
+    cleaned: dict[str, JsonValue] = clean_json(value)
+    return cleaned
+
+
+def _tools(r: _Reader) -> Tools:
+    tools = []
+    for i, item in enumerate(r.items("tools")):
+        r.sub("tools", i, item).text("name")
+        tools.append(clean_json(item))
+    return Tools(tuple(tools), r.meta())
+
+
+def _request(r: _Reader) -> RequestHeader:
+    return RequestHeader(
+        _int(r, "step"),
+        _int(r, "upto_seq"),
+        r.text("sha256"),
+        _obj(r, "options"),
+        _obj(r, "inputs"),
+        _obj(r, "report"),
+        r.meta(),
+    )
+
+
 _PARSERS: dict[str, Callable[[_Reader], Event]] = {
     "system.message": lambda r: SystemMessage(r.text("text"), r.meta()),
     "user.message": lambda r: UserMessage(r.text("text"), r.meta()),
@@ -413,6 +507,9 @@ _PARSERS: dict[str, Callable[[_Reader], Event]] = {
     ),
     "todo": _todo,
     "compaction": _compaction,
+    "guide": lambda r: Guide(r.text("version"), r.text("text"), r.meta()),
+    "tools": _tools,
+    "request": _request,
 }
 
 KNOWN_KINDS = tuple(_PARSERS)

@@ -3,7 +3,9 @@
 Lone surrogates (from bad JSON escapes or broken decoders) cannot be encoded as UTF-8:
 SQLite refuses them and providers reject ``"\\ud83d"`` with "no low surrogate in
 string". They become U+FFFD at ingestion, as do undecodable bytes. NUL is kept: the
-canonical JSON form escapes it as ``\\u0000``.
+canonical JSON form escapes it as ``\\u0000``. JSON has no NaN or infinity (Python's
+``json`` reads them anyway): they become the strings ``"NaN"``, ``"Infinity"`` and
+``"-Infinity"``, so the value survives and the canonical form stays valid JSON.
 
     >>> clean_text("ok \\ud83d")
     'ok \\ufffd'
@@ -11,6 +13,7 @@ canonical JSON form escapes it as ``\\u0000``.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 __all__ = ["clean_json", "clean_text", "decode_bytes"]
@@ -39,6 +42,8 @@ def clean_json(value: Any) -> Any:
         return {clean_text(str(k)): clean_json(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [clean_json(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
     if value is None or isinstance(value, bool | int | float):
         return value
     raise TypeError(f"not a JSON value: {type(value).__name__}")

@@ -1,0 +1,425 @@
+"""``prepare``: the exact request the model will see, and the report of how it was built.
+
+``prepare`` is a pure function of the record (the timeline's events up to a seq), the
+options and the step inputs (the time, the tail blocks): the same arguments give the
+same bytes. It does no I/O. The layout keeps the prefix stable for provider caches:
+
+    [tools] [system: persona + guide] [history, in append order] [tail]
+
+The persona is the record's system messages; the guide and the tool schemas are the
+latest ``guide`` and ``tools`` events in the record, so a request can be rebuilt from
+the record alone even after the app registers new kinds. History renders user,
+assistant and tool messages with pairing repaired, and state, rules, notifications and
+branch identity as user-role ``ctx-`` blocks at their place.
+
+A :class:`ViewCache` makes steady-state steps cost O(new events): frozen messages are
+rendered, serialized and counted once. Passing a cache never changes the output.
+
+    prep = prepare(store.read("demo"), PrepareOptions(provider="openai", model="gpt-4.1"))
+    client.chat.completions.create(**prep.body)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from functools import cached_property
+from typing import Any, Literal
+
+from ctxline.errors import ValidationError
+from ctxline.events import (
+    Guide,
+    JsonValue,
+    RequestHeader,
+    StoredEvent,
+    SystemMessage,
+    Tools,
+    canonical_json,
+    format_at,
+)
+from ctxline.render.assemble import AnthropicAssembler, OpenAIAssembler
+from ctxline.render.neutral import HistoryBuilder, NeutralMessage, ToolSpec
+from ctxline.render.openai import arguments_text
+from ctxline.sources import BranchMark, render_branch, render_other
+from ctxline.tokens import TokenCounter, get_counter
+
+__all__ = [
+    "FRAMING_TOKENS",
+    "Preparation",
+    "PrepareOptions",
+    "StepInputs",
+    "ViewCache",
+    "prepare",
+]
+
+Provider = Literal["openai", "anthropic"]
+FRAMING_TOKENS = 4
+"""Tokens counted per message for its role and separators (the peers' recipe)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PrepareOptions:
+    provider: Provider = "openai"
+    model: str = "gpt-4.1"
+    context_window: int = 128_000
+    max_output: int = 4_096
+    tokenizer: str = "o200k_base"
+    pressure: float = 0.8
+    target: float = 0.6
+    cache: bool = True
+    """Anthropic: put cache_control breakpoints at the end of the prefix and of history."""
+
+    def __post_init__(self) -> None:
+        if self.provider not in ("openai", "anthropic"):
+            raise ValidationError(
+                f"unknown provider {self.provider!r} (openai, anthropic)", field="provider"
+            )
+        if (
+            self.context_window <= 0
+            or self.max_output < 0
+            or self.max_output >= self.context_window
+        ):
+            raise ValidationError(
+                f"need 0 <= max_output < context_window, got {self.max_output} and {self.context_window}",
+                field="max_output",
+            )
+        if not 0 < self.target <= self.pressure <= 1:
+            raise ValidationError("need 0 < target <= pressure <= 1", field="pressure")
+
+    @property
+    def input_limit(self) -> int:
+        return self.context_window - self.max_output
+
+    def to_json(self) -> dict[str, JsonValue]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, JsonValue]) -> PrepareOptions:
+        known = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+@dataclass(frozen=True, slots=True)
+class StepInputs:
+    """What a step adds besides the record: the time, and the tail blocks (status, …)."""
+
+    now: datetime | None = None
+    tail: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, JsonValue]:
+        return {"now": None if self.now is None else format_at(self.now), "tail": list(self.tail)}
+
+
+@dataclass(frozen=True, slots=True)
+class Preparation:
+    """A prepared request: its canonical bytes, hash, report and the header to log."""
+
+    chunks: tuple[bytes, ...]
+    sha256: str
+    report: dict[str, JsonValue]
+    header: RequestHeader
+    guide: Guide | None = None
+
+    @cached_property
+    def body_bytes(self) -> bytes:
+        return b"".join(self.chunks)
+
+    @property
+    def body(self) -> dict[str, Any]:
+        """The body as a dict, ready for ``client.chat.completions.create(**body)``."""
+        parsed: dict[str, Any] = json.loads(self.body_bytes)
+        return parsed
+
+
+def message_text(message: NeutralMessage) -> str:
+    """The text a message costs: content, plus each call's name and arguments."""
+    if not message.tool_calls:
+        return message.text
+    parts = [message.text] if message.text else []
+    for call in message.tool_calls:
+        parts.append(call.name)
+        parts.append(arguments_text(call.arguments))
+    return "\n".join(parts)
+
+
+@dataclass
+class _Previous:
+    step: int
+    frozen_count: int
+    generation: int
+    fingerprint: tuple[str, str]
+    live: list[NeutralMessage]
+    tail: tuple[str, ...]
+
+
+@dataclass
+class ViewCache:
+    """Per-timeline memo of the rendered history. Never changes what prepare returns."""
+
+    builder: HistoryBuilder = field(default_factory=lambda: HistoryBuilder(render_other))
+    fed_seq: int = 0
+    fed_id: str = ""
+    marks_fed: int = 0
+    generation: int = 0
+    frozen_tokens: list[int] = field(default_factory=list)
+    frozen_prefix_sum: list[int] = field(default_factory=lambda: [0])
+    system_texts: list[str] = field(default_factory=list)
+    guide: Guide | None = None
+    tools: tuple[ToolSpec, ...] = ()
+    last_step: int = 0
+    openai: OpenAIAssembler = field(default_factory=OpenAIAssembler)
+    anthropic: AnthropicAssembler = field(default_factory=AnthropicAssembler)
+    previous: _Previous | None = None
+    counts: dict[str, int] = field(default_factory=dict)
+    counter_name: str = ""
+
+    def reset(self) -> None:
+        generation = self.generation + 1
+        fresh = ViewCache()
+        for name in self.__dataclass_fields__:
+            setattr(self, name, getattr(fresh, name))
+        self.generation = generation
+
+
+def _tool_specs(event: Tools) -> tuple[ToolSpec, ...]:
+    specs = []
+    for tool in event.tools:
+        params = tool.get("parameters") or {}
+        specs.append(
+            ToolSpec(
+                str(tool.get("name", "")),
+                str(tool.get("description", "") or ""),
+                params if isinstance(params, dict) else {},
+            )
+        )
+    return tuple(specs)
+
+
+def _feed(cache: ViewCache, events: Sequence[StoredEvent], marks: Sequence[BranchMark]) -> None:
+    """Bring the cache up to the end of ``events``, restarting if they are not its continuation."""
+    if cache.fed_seq:
+        at = cache.fed_seq - 1
+        if at >= len(events) or events[at].id != cache.fed_id or events[at].seq != cache.fed_seq:
+            cache.reset()
+    pending_marks = sorted(marks, key=lambda m: m.fork_seq)
+    for event in events[cache.fed_seq :]:
+        while (
+            cache.marks_fed < len(pending_marks)
+            and pending_marks[cache.marks_fed].fork_seq < event.seq
+        ):
+            cache.builder.add(NeutralMessage("user", render_branch(pending_marks[cache.marks_fed])))
+            cache.marks_fed += 1
+        ev = event.event
+        if isinstance(ev, SystemMessage):
+            cache.system_texts.append(ev.text)
+        elif isinstance(ev, Guide):
+            cache.guide = ev
+        elif isinstance(ev, Tools):
+            cache.tools = _tool_specs(ev)
+        elif isinstance(ev, RequestHeader):
+            cache.last_step = ev.step
+        cache.builder.feed(event)
+        cache.fed_seq, cache.fed_id = event.seq, event.id
+    while (
+        cache.marks_fed < len(pending_marks)
+        and pending_marks[cache.marks_fed].fork_seq <= cache.fed_seq
+    ):
+        cache.builder.add(NeutralMessage("user", render_branch(pending_marks[cache.marks_fed])))
+        cache.marks_fed += 1
+
+
+def _count(counter: TokenCounter, messages: Sequence[NeutralMessage]) -> list[int]:
+    return [counter.count(message_text(m)) + FRAMING_TOKENS for m in messages]
+
+
+def _sha(chunks: Sequence[bytes]) -> str:
+    digest = hashlib.sha256()
+    for chunk in chunks:
+        digest.update(chunk)
+    return "sha256:" + digest.hexdigest()
+
+
+def prepare(
+    events: Sequence[StoredEvent],
+    options: PrepareOptions | None = None,
+    inputs: StepInputs | None = None,
+    *,
+    branches: Sequence[BranchMark] = (),
+    counter: TokenCounter | None = None,
+    cache: ViewCache | None = None,
+) -> Preparation:
+    """The request for the next model call on a timeline whose record is ``events``.
+
+    ``events`` are the timeline's stored events in seq order (those after the request
+    point must not be included). ``branches`` are the fork points of the timeline's
+    ancestry (see :class:`~ctxline.sources.BranchMark`).
+    """
+    options = options or PrepareOptions()
+    inputs = inputs or StepInputs()
+    counter = counter or get_counter(options.tokenizer)
+    cache = cache if cache is not None else ViewCache()
+    if cache.counter_name and cache.counter_name != counter.name:
+        cache.reset()
+    cache.counter_name = counter.name
+    _feed(cache, events, branches)
+    builder = cache.builder
+
+    frozen = builder.frozen
+    new_frozen = frozen[len(cache.frozen_tokens) :]
+    for n in _count(counter, new_frozen):
+        cache.frozen_tokens.append(n)
+        cache.frozen_prefix_sum.append(cache.frozen_prefix_sum[-1] + n)
+    open_messages = builder.open_messages()
+    tail_messages = [NeutralMessage("user", "\n".join(inputs.tail))] if inputs.tail else []
+    live = [*open_messages, *tail_messages]
+    live_tokens = _count(counter, live)
+
+    guide_text = cache.guide.text if cache.guide is not None else ""
+    persona = "\n\n".join(t for t in cache.system_texts if t)
+    system = "\n\n".join(t for t in (persona, guide_text) if t)
+    tools = cache.tools
+    tools_json = (
+        canonical_json(
+            [
+                {"name": t.name, "description": t.description, "parameters": t.parameters}
+                for t in tools
+            ]
+        ).decode()
+        if tools
+        else ""
+    )
+
+    if options.provider == "openai":
+        chunks = cache.openai.assemble(
+            system=system,
+            tools=tools,
+            frozen=frozen,
+            live=live,
+            model=options.model,
+            max_tokens=options.max_output or None,
+        )
+    else:
+        chunks = cache.anthropic.assemble(
+            system=system,
+            tools=tools,
+            frozen=frozen,
+            live=live,
+            history_end=len(open_messages),
+            model=options.model,
+            max_tokens=options.max_output,
+            cache=options.cache,
+        )
+
+    tokens_tools = counter.count(tools_json) if tools else 0
+    tokens_system = counter.count(system) + FRAMING_TOKENS if system else 0
+    tokens_history = cache.frozen_prefix_sum[-1] + sum(live_tokens[: len(open_messages)])
+    tokens_tail = sum(live_tokens[len(open_messages) :])
+    total = tokens_tools + tokens_system + tokens_history + tokens_tail
+
+    step = cache.last_step + 1
+    fingerprint = (system, tools_json)
+    prefix = _prefix_report(
+        cache, fingerprint, frozen, live, live_tokens, tokens_tools + tokens_system
+    )
+    limit = options.input_limit
+    report: dict[str, JsonValue] = {
+        "step": step,
+        "provider": options.provider,
+        "tokenizer": counter.name,
+        "tokens": {
+            "tools": tokens_tools,
+            "system": tokens_system,
+            "history": tokens_history,
+            "tail": tokens_tail,
+            "total": total,
+        },
+        "budget": {
+            "context_window": options.context_window,
+            "max_output": options.max_output,
+            "input_limit": limit,
+            "pressure_line": int(limit * options.pressure),
+            "target": int(limit * options.target),
+            "over_pressure": total > int(limit * options.pressure),
+            "over_limit": total > limit,
+        },
+        "actions": [],
+        "prefix": prefix,
+        "messages": len(frozen) + len(live),
+        "pairing": _pairing(builder),
+        "guide_version": cache.guide.version if cache.guide is not None else None,
+    }
+    cache.previous = _Previous(step, len(frozen), cache.generation, fingerprint, live, inputs.tail)
+    upto = events[-1].seq if events else 0
+    sha = _sha(chunks)
+    header = RequestHeader(step, upto, sha, options.to_json(), inputs.to_json(), report)
+    return Preparation(tuple(chunks), sha, report, header, cache.guide)
+
+
+def _pairing(builder: HistoryBuilder) -> dict[str, JsonValue]:
+    report = builder.report()
+    return {
+        "repaired": list(report.repaired),
+        "orphans": list(report.orphans),
+        "duplicates": list(report.duplicates),
+        "late": list(report.late),
+        "renamed": [list(pair) for pair in report.renamed],
+    }
+
+
+def _prefix_report(
+    cache: ViewCache,
+    fingerprint: tuple[str, str],
+    frozen: Sequence[NeutralMessage],
+    live: Sequence[NeutralMessage],
+    live_tokens: Sequence[int],
+    prefix_tokens: int,
+) -> dict[str, JsonValue]:
+    prev = cache.previous
+    if prev is None:
+        return {
+            "previous_step": None,
+            "shared_tokens": 0,
+            "shared_messages": 0,
+            "first_difference": None,
+        }
+    if prev.generation != cache.generation:
+        return _broken(prev, 0, 0, "history", "the view was rebuilt from the record")
+    if fingerprint[1] != prev.fingerprint[1]:
+        return _broken(prev, 0, 0, "tools", "the tool schemas changed")
+    if fingerprint[0] != prev.fingerprint[0]:
+        return _broken(prev, 0, 0, "system", "the system prompt changed (persona or guide)")
+    # everything frozen at the previous step is still there; compare what was live then
+    shared = prev.frozen_count
+    now_messages = [*frozen[prev.frozen_count :], *live]
+    now_tokens = [*cache.frozen_tokens[prev.frozen_count :], *live_tokens]
+    shared_tokens = prefix_tokens + cache.frozen_prefix_sum[prev.frozen_count]
+    for i, old in enumerate(prev.live):
+        if i >= len(now_messages) or now_messages[i] != old:
+            is_tail = i >= len(prev.live) - (1 if prev.tail else 0)
+            reason = (
+                "the tail is replaced on every step" if is_tail else "a history message changed"
+            )
+            return _broken(
+                prev, shared + i, shared_tokens, "tail" if is_tail else "history", reason
+            )
+        shared_tokens += now_tokens[i]
+    return {
+        "previous_step": prev.step,
+        "shared_tokens": shared_tokens,
+        "shared_messages": shared + len(prev.live),
+        "first_difference": None,
+    }
+
+
+def _broken(
+    prev: _Previous, index: int, shared_tokens: int, section: str, reason: str
+) -> dict[str, JsonValue]:
+    return {
+        "previous_step": prev.step,
+        "shared_tokens": shared_tokens,
+        "shared_messages": index,
+        "first_difference": {"message": index, "section": section, "reason": reason},
+    }

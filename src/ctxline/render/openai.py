@@ -1,0 +1,124 @@
+"""Render a neutral request as an OpenAI Chat Completions body.
+
+The body is a plain dict, built by a pure function: the same request always gives
+the same dict, and :func:`ctxline.render.render_bytes` the same bytes, so the
+prompt prefix stays byte-stable for OpenAI's automatic prefix cache. Every string
+goes through :func:`ctxline.text.clean_text`, so no lone surrogate is ever sent.
+
+Choices made here:
+
+- The system text is the first message (role ``system``), left out when empty.
+- Dict arguments are sent as canonical compact JSON (sorted keys); a ``str``
+  argument (the model's own text that was not valid JSON) is sent unchanged.
+- An assistant message with calls and no text has ``content: null``; without
+  calls its content is always a string.
+- Chat Completions has no error flag on tool messages: an error result is sent as
+  its text (the repair text :data:`~ctxline.render.neutral.INTERRUPTED` says so).
+- ``max_tokens`` is sent as ``max_completion_tokens`` (the current name; reasoning
+  models refuse ``max_tokens``). A server that only knows the old name can get it
+  through ``extra={"max_tokens": n}``.
+- An empty ``parameters`` schema becomes ``{"type": "object", "properties": {}}``.
+
+    >>> body = to_openai(NeutralRequest("Be brief.", (), (NeutralMessage("user", "hi"),)), model="gpt-4.1")
+    >>> [m["role"] for m in body["messages"]]
+    ['system', 'user']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ctxline.errors import ValidationError
+from ctxline.events import JsonValue, ToolCall, canonical_json
+from ctxline.render.neutral import NeutralMessage, NeutralRequest, ToolSpec, check_pairing
+from ctxline.text import clean_json, clean_text
+
+__all__ = ["arguments_text", "to_openai"]
+
+_OWN_KEYS = ("model", "messages", "tools")
+
+
+def arguments_text(arguments: JsonValue) -> str:
+    """The ``arguments`` string of a call: a ``str`` as is, anything else as compact JSON."""
+    if isinstance(arguments, str):
+        return clean_text(arguments)
+    return canonical_json(clean_json(arguments)).decode()
+
+
+def _schema(parameters: Mapping[str, JsonValue]) -> dict[str, JsonValue]:
+    if not parameters:
+        return {"type": "object", "properties": {}}
+    cleaned: dict[str, JsonValue] = clean_json(parameters)
+    return cleaned
+
+
+def _tool(spec: ToolSpec) -> dict[str, Any]:
+    function: dict[str, Any] = {"name": clean_text(spec.name)}
+    if spec.description:
+        function["description"] = clean_text(spec.description)
+    function["parameters"] = _schema(spec.parameters)
+    return {"type": "function", "function": function}
+
+
+def _call(call: ToolCall) -> dict[str, Any]:
+    return {
+        "id": clean_text(call.id),
+        "type": "function",
+        "function": {"name": clean_text(call.name), "arguments": arguments_text(call.arguments)},
+    }
+
+
+def _message(message: NeutralMessage) -> dict[str, Any]:
+    if message.role == "tool":
+        return {
+            "role": "tool",
+            "tool_call_id": clean_text(message.call_id),
+            "content": clean_text(message.text),
+        }
+    if message.role == "user":
+        return {"role": "user", "content": clean_text(message.text)}
+    if not message.tool_calls:
+        return {"role": "assistant", "content": clean_text(message.text)}
+    return {
+        "role": "assistant",
+        "content": clean_text(message.text) if message.text else None,
+        "tool_calls": [_call(call) for call in message.tool_calls],
+    }
+
+
+def to_openai(
+    request: NeutralRequest,
+    *,
+    model: str,
+    max_tokens: int | None = None,
+    extra: Mapping[str, JsonValue] | None = None,
+) -> dict[str, Any]:
+    """The Chat Completions body for ``request``.
+
+    ``extra`` adds top-level keys (``tool_choice``, ``temperature``, …); it may not
+    replace ``model``, ``messages`` or ``tools``. Raises
+    :class:`~ctxline.errors.ValidationError` when pairing is broken (see
+    :func:`~ctxline.render.neutral.check_pairing`) or there is nothing to send.
+    """
+    check_pairing(request.messages)
+    messages: list[dict[str, Any]] = []
+    if request.system:
+        messages.append({"role": "system", "content": clean_text(request.system)})
+    messages.extend(_message(m) for m in request.messages)
+    if not messages:
+        raise ValidationError("a request needs at least one message", field="messages")
+    body: dict[str, Any] = {"model": clean_text(model), "messages": messages}
+    if request.tools:
+        body["tools"] = [_tool(spec) for spec in request.tools]
+    if max_tokens is not None:
+        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+            raise ValidationError(
+                f"expected a positive integer, got {max_tokens!r}", field="max_tokens"
+            )
+        body["max_completion_tokens"] = max_tokens
+    for key, value in (extra or {}).items():
+        if key in _OWN_KEYS:
+            raise ValidationError("set by the renderer; it cannot come from extra", field=key)
+        body[clean_text(key)] = clean_json(value)
+    return body

@@ -1,0 +1,207 @@
+"""Load tiktoken's ``o200k_base`` and ``cl100k_base`` encodings offline, verified.
+
+tiktoken downloads its BPE rank files on first use, and on a hash mismatch it
+deletes the cached file — unusable on a machine with no network, and dangerous to
+point at someone else's folder. So ctxline finds the file itself, in this order:
+``$CTXLINE_TIKTOKEN_DIR``, ``$TIKTOKEN_CACHE_DIR``, then the copies that the
+``litellm`` wheel (our ``exact`` extra) ships — located with ``find_spec``, without
+importing litellm. A file is used only if its sha256 is the one tiktoken expects; a
+file that fails the check is skipped and never modified. The ranks, split regex and
+special tokens then build a ``tiktoken.Encoding`` equal to ``tiktoken.get_encoding``'s
+(copied from ``tiktoken_ext/openai_public.py``). Encodings are cached per process.
+
+    >>> encoding("o200k_base").encode_ordinary("hello world")
+    [24912, 2375]
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import importlib.util
+import os
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ctxline.errors import TokenizerUnavailable
+
+if TYPE_CHECKING:
+    import tiktoken
+
+__all__ = [
+    "SPECS",
+    "EncodingSpec",
+    "encoding",
+    "litellm_tokenizer_dir",
+    "load_encoding",
+    "search_dirs",
+]
+
+_ENDOFTEXT = "<|endoftext|>"
+_FIM_PREFIX = "<|fim_prefix|>"
+_FIM_MIDDLE = "<|fim_middle|>"
+_FIM_SUFFIX = "<|fim_suffix|>"
+_ENDOFPROMPT = "<|endofprompt|>"
+
+_CL100K_PAT = r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
+_O200K_PAT = "|".join(
+    [
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""\p{N}{1,3}""",
+        r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
+        r"""\s*[\r\n]+""",
+        r"""\s+(?!\S)""",
+        r"""\s+""",
+    ]
+)
+
+
+@dataclass(frozen=True, slots=True)
+class EncodingSpec:
+    """Where an encoding's rank file comes from, its sha256, and its split rules."""
+
+    name: str
+    url: str
+    sha256: str
+    pat_str: str
+    special_tokens: dict[str, int] = field(hash=False)
+
+    @property
+    def cache_key(self) -> str:
+        """tiktoken's cache file name: the sha1 of the download URL."""
+        return hashlib.sha1(self.url.encode()).hexdigest()
+
+    @property
+    def file_names(self) -> tuple[str, str]:
+        return (self.cache_key, f"{self.name}.tiktoken")
+
+
+SPECS: dict[str, EncodingSpec] = {
+    "o200k_base": EncodingSpec(
+        "o200k_base",
+        "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken",
+        "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
+        _O200K_PAT,
+        {_ENDOFTEXT: 199999, _ENDOFPROMPT: 200018},
+    ),
+    "cl100k_base": EncodingSpec(
+        "cl100k_base",
+        "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken",
+        "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
+        _CL100K_PAT,
+        {
+            _ENDOFTEXT: 100257,
+            _FIM_PREFIX: 100258,
+            _FIM_MIDDLE: 100259,
+            _FIM_SUFFIX: 100260,
+            _ENDOFPROMPT: 100276,
+        },
+    ),
+}
+
+
+def litellm_tokenizer_dir() -> Path | None:
+    """litellm's bundled tokenizer folder, found without importing litellm."""
+    try:
+        spec = importlib.util.find_spec("litellm")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for location in spec.submodule_search_locations:
+        folder = Path(location) / "litellm_core_utils" / "tokenizers"
+        if folder.is_dir():
+            return folder
+    return None
+
+
+def search_dirs() -> list[Path]:
+    """The folders searched, in order: the two environment variables, then litellm's."""
+    dirs = [
+        Path(v)
+        for v in (os.environ.get(k) for k in ("CTXLINE_TIKTOKEN_DIR", "TIKTOKEN_CACHE_DIR"))
+        if v
+    ]
+    bundled = litellm_tokenizer_dir()
+    if bundled is not None:
+        dirs.append(bundled)
+    return dirs
+
+
+def _parse_ranks(data: bytes, path: Path) -> dict[bytes, int]:
+    ranks: dict[bytes, int] = {}
+    for line in data.splitlines():
+        if not line:
+            continue
+        try:
+            token, rank = line.split()
+            ranks[base64.b64decode(token, validate=True)] = int(rank)
+        except ValueError:
+            raise TokenizerUnavailable(f"{path}: malformed rank line {line[:80]!r}") from None
+    return ranks
+
+
+def _unavailable(
+    spec: EncodingSpec, dirs: Sequence[Path], rejected: Sequence[str]
+) -> TokenizerUnavailable:
+    searched = ", ".join(str(d) for d in dirs) or "(no folders)"
+    message = (
+        f"exact tokenizer {spec.name} is unavailable offline: no file with sha256 {spec.sha256} "
+        f"was found. Install the exact extra (pip install 'ctxline[exact]'), or download "
+        f"{spec.url} into a folder as {spec.file_names[1]!r} (or {spec.cache_key!r}) and set "
+        f"CTXLINE_TIKTOKEN_DIR to that folder; or use the estimator get_counter('bytes/4'). "
+        f"Searched: {searched}."
+    )
+    if rejected:
+        message += " Rejected: " + "; ".join(rejected) + "."
+    return TokenizerUnavailable(message)
+
+
+def load_encoding(name: str, dirs: Sequence[Path] | None = None) -> tiktoken.Encoding:
+    """Build the encoding from the first verified file in ``dirs`` (default :func:`search_dirs`).
+
+    Not cached; files are only read. Raises :class:`TokenizerUnavailable` naming the
+    file, its hash and every rejected candidate when no verified file is found.
+    """
+    import tiktoken
+
+    spec = SPECS[name]
+    dirs = search_dirs() if dirs is None else list(dirs)
+    rejected: list[str] = []
+    for folder in dirs:
+        for file_name in spec.file_names:
+            path = folder / file_name
+            try:
+                data = path.read_bytes()
+            except OSError:
+                continue
+            actual = hashlib.sha256(data).hexdigest()
+            if actual != spec.sha256:
+                rejected.append(f"{path} has sha256 {actual}, expected {spec.sha256}")
+                continue
+            return tiktoken.Encoding(
+                name=spec.name,
+                pat_str=spec.pat_str,
+                mergeable_ranks=_parse_ranks(data, path),
+                special_tokens=dict(spec.special_tokens),
+            )
+    raise _unavailable(spec, dirs, rejected)
+
+
+_CACHE: dict[str, tiktoken.Encoding] = {}
+_LOCK = threading.Lock()
+
+
+def encoding(name: str) -> tiktoken.Encoding:
+    """The encoding ``name`` (a key of :data:`SPECS`), loaded once per process."""
+    found = _CACHE.get(name)
+    if found is None:
+        with _LOCK:
+            found = _CACHE.get(name)
+            if found is None:
+                found = _CACHE[name] = load_encoding(name)
+    return found
