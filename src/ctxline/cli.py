@@ -21,7 +21,14 @@ from rich.table import Table
 from rich.text import Text
 
 from ctxline import __version__
-from ctxline.errors import CtxlineError, ValidationError
+from ctxline.cli_prepare import prepare_cmd, request_cmd, requests_cmd
+from ctxline.errors import (
+    Conflict,
+    CtxlineError,
+    UnknownSession,
+    UnknownTimeline,
+    ValidationError,
+)
 from ctxline.events import (
     CANONICAL_VERSION,
     AssistantMessage,
@@ -41,9 +48,10 @@ from ctxline.events import (
     pending_from_json,
     stored_to_json,
 )
-from ctxline.importers import FORMATS, load
+from ctxline.importers import FORMATS, ImportedSession, detect_format, load
 from ctxline.ingest import import_sessions
 from ctxline.store import MAIN, Store, open_store
+from ctxline.store.base import check_pairing
 
 __all__ = ["main"]
 
@@ -98,12 +106,35 @@ def import_cmd(path: Path, db: str, fmt: str, as_json: bool) -> None:
     with _errors():
         if not path.exists():
             raise ValidationError("no such file", source=str(path))
-        files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
-        sessions = []
+        # shallower files first: a file that loads its companions (a Claude Code main
+        # session and its subagents/*.jsonl) comes before them, so its version is kept
+        files = (
+            sorted(
+                (p for p in path.rglob("*") if p.is_file()),
+                key=lambda p: (len(p.relative_to(path).parts), p),
+            )
+            if path.is_dir()
+            else [path]
+        )
+        sessions: list[ImportedSession] = []
+        loaded: dict[str, ImportedSession] = {}
         for file in files:
-            if path.is_dir() and fmt == "auto" and file.suffix not in (".json", ".jsonl", ".traj"):
+            if path.is_dir() and file.suffix not in (".json", ".jsonl", ".traj"):
                 continue
-            sessions.extend(load(file, fmt))
+            if path.is_dir() and fmt == "auto":
+                # a folder may hold files that are not trajectories (reports, configs): skip
+                # those, saying so, rather than refusing the whole folder
+                try:
+                    detect_format(file)
+                except ValidationError as exc:
+                    click.echo(f"skipped: {exc}", err=True)
+                    continue
+            for imported in load(file, fmt):
+                seen = loaded.get(imported.id)
+                if seen is not None and seen.events == imported.events:
+                    continue  # loaded already, with its main file
+                loaded[imported.id] = imported
+                sessions.append(imported)
         store = _open(db)
         results = import_sessions(store, sessions)
         store.close()
@@ -170,6 +201,14 @@ def export_cmd(session: str, timeline: str, db: str) -> None:
     out.flush()
 
 
+def _has_session(store: Store, session: str) -> bool:
+    try:
+        store.session(session)
+    except UnknownSession:
+        return False
+    return True
+
+
 @main.command("append")
 @click.option("--session", required=True)
 @click.option("--timeline", default=MAIN, show_default=True)
@@ -204,10 +243,18 @@ def append_cmd(
         if not batch:
             raise ValidationError("no events on stdin", source="stdin")
         store = _open(db)
-        if create:
-            store.create_session(session, exist_ok=True)
-        stored = store.append(session, batch, expected_seq=expected_seq, timeline=timeline)
-        store.close()
+        try:
+            if create and not _has_session(store, session):
+                # check before creating, so a refused append leaves no empty session behind
+                if timeline != MAIN:
+                    raise UnknownTimeline(session, timeline)
+                if expected_seq not in (None, 0):
+                    raise Conflict(session, timeline, expected_seq, 0)
+                check_pairing(batch, lambda _call: False)
+                store.create_session(session, exist_ok=True)
+            stored = store.append(session, batch, expected_seq=expected_seq, timeline=timeline)
+        finally:
+            store.close()
     if as_json:
         for ev in stored:
             click.echo(canonical_json(stored_to_json(ev)).decode())
@@ -315,6 +362,10 @@ def fork_cmd(session: str, timeline: str, at_seq: int, name: str, db: str) -> No
         f"created timeline {info.name} of {session}: forked from {info.parent} at seq {info.fork_seq}"
     )
 
+
+main.add_command(prepare_cmd)
+main.add_command(requests_cmd)
+main.add_command(request_cmd)
 
 if __name__ == "__main__":  # pragma: no cover
     main()

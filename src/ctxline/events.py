@@ -87,7 +87,9 @@ def parse_at(value: object, *, where: str = "at", line: int | None = None) -> da
     try:
         parsed = datetime.fromisoformat(text)
     except ValueError:
-        raise ValidationError(f"not an ISO-8601 timestamp: {value!r}", field=where, line=line) from None
+        raise ValidationError(
+            f"not an ISO-8601 timestamp: {value!r}", field=where, line=line
+        ) from None
     if parsed.tzinfo is None:
         raise ValidationError(f"timestamp has no time zone: {value!r}", field=where, line=line)
     return parsed.astimezone(UTC)
@@ -425,9 +427,13 @@ def _todo(r: _Reader) -> Todo:
         items = []
         for i, item in enumerate(r.items("items")):
             t = r.sub("items", i, item)
-            items.append(TodoItem(t.text("id"), t.text("content"), t.choice("status", TODO_STATUSES)))
+            items.append(
+                TodoItem(t.text("id"), t.text("content"), t.choice("status", TODO_STATUSES))
+            )
         return Todo(op=op, items=tuple(items), meta=r.meta())
-    return Todo(op=op, item_id=r.text("id"), status=r.choice("status", TODO_STATUSES), meta=r.meta())
+    return Todo(
+        op=op, item_id=r.text("id"), status=r.choice("status", TODO_STATUSES), meta=r.meta()
+    )
 
 
 def _rule(r: _Reader) -> Rule:
@@ -446,14 +452,18 @@ def _state(r: _Reader) -> State:
     cleared = r.flag("cleared")
     if not cleared and "value" not in r.obj:
         raise r.fail("value", "a state event needs a value, or cleared: true")
-    return State(r.text("source"), None if cleared else clean_json(r.obj["value"]), cleared, r.meta())
+    return State(
+        r.text("source"), None if cleared else clean_json(r.obj["value"]), cleared, r.meta()
+    )
 
 
 def _compaction(r: _Reader) -> Compaction:
     pre = r.obj.get("pre_tokens")
     if pre is not None and (not isinstance(pre, int) or isinstance(pre, bool)):
         raise r.fail("pre_tokens", "expected an integer")
-    return Compaction(r.text("summary", required=False), r.text("trigger", required=False), pre, r.meta())
+    return Compaction(
+        r.text("summary", required=False), r.text("trigger", required=False), pre, r.meta()
+    )
 
 
 def _int(r: _Reader, name: str) -> int:
@@ -498,7 +508,11 @@ _PARSERS: dict[str, Callable[[_Reader], Event]] = {
         r.text("text", required=False), _tool_calls(r), r.meta()
     ),
     "tool.result": lambda r: ToolResult(
-        r.text("call_id"), r.text("content"), r.text("name", required=False), r.flag("is_error"), r.meta()
+        r.text("call_id"),
+        r.text("content"),
+        r.text("name", required=False),
+        r.flag("is_error"),
+        r.meta(),
     ),
     "state": _state,
     "rule": _rule,

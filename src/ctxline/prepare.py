@@ -44,6 +44,7 @@ from ctxline.render.assemble import AnthropicAssembler, OpenAIAssembler
 from ctxline.render.neutral import HistoryBuilder, NeutralMessage, ToolSpec
 from ctxline.render.openai import arguments_text
 from ctxline.sources import BranchMark, render_branch, render_other
+from ctxline.tags import escape
 from ctxline.tokens import TokenCounter, get_counter
 
 __all__ = [
@@ -113,7 +114,7 @@ class StepInputs:
         return {"now": None if self.now is None else format_at(self.now), "tail": list(self.tail)}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Preparation:
     """A prepared request: its canonical bytes, hash, report and the header to log."""
 
@@ -278,7 +279,7 @@ def prepare(
     live_tokens = _count(counter, live)
 
     guide_text = cache.guide.text if cache.guide is not None else ""
-    persona = "\n\n".join(t for t in cache.system_texts if t)
+    persona = escape("\n\n".join(t for t in cache.system_texts if t))
     system = "\n\n".join(t for t in (persona, guide_text) if t)
     tools = cache.tools
     tools_json = (

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from ctxline.errors import ValidationError
+from ctxline.tags import escape
 from ctxline.events import (
     AssistantMessage,
     Event,
@@ -145,6 +146,17 @@ def system_text(events: Iterable[Event | StoredEvent]) -> str:
     return "\n\n".join(t for t in texts if t)
 
 
+def escape_json(value: JsonValue, escape: Callable[[str], str]) -> JsonValue:
+    """``value`` with ``escape`` applied to every string in it (keys included)."""
+    if isinstance(value, str):
+        return escape(value)
+    if isinstance(value, dict):
+        return {escape(k): escape_json(v, escape) for k, v in value.items()}
+    if isinstance(value, list):
+        return [escape_json(v, escape) for v in value]
+    return value
+
+
 def _fresh_id(call_id: str, used: set[str]) -> str:
     base, n = (call_id, 2) if call_id else ("call", 1)
     while f"{base}_{n}" in used:
@@ -169,8 +181,11 @@ class HistoryBuilder:
     user-role messages, or ``None`` to leave them out.
     """
 
-    def __init__(self, render_other: OtherRenderer | None = None) -> None:
+    def __init__(
+        self, render_other: OtherRenderer | None = None, escape: Callable[[str], str] = escape
+    ) -> None:
         self.render_other = render_other
+        self.escape = escape
         self.frozen: list[NeutralMessage] = []
         self._open: list[_Turn | NeutralMessage] = []
         self._latest: dict[str, list[tuple[_Turn, int]]] = {}
@@ -184,7 +199,7 @@ class HistoryBuilder:
     def feed(self, event: Event | StoredEvent) -> None:
         event = _unwrap(event)
         if isinstance(event, UserMessage):
-            self.add(NeutralMessage("user", event.text))
+            self.add(NeutralMessage("user", self.escape(event.text)))
         elif isinstance(event, AssistantMessage):
             self._assistant(event)
         elif isinstance(event, ToolResult):
@@ -202,11 +217,12 @@ class HistoryBuilder:
     def _assistant(self, event: AssistantMessage) -> None:
         if not event.tool_calls:
             self._seal_earlier(None)
-            self._open.append(NeutralMessage("assistant", event.text))
+            self._open.append(NeutralMessage("assistant", self.escape(event.text)))
             self._freeze()
             return
         calls = []
         for call in event.tool_calls:
+            call = replace(call, arguments=escape_json(call.arguments, self.escape))
             view_id = call.id
             if not view_id or view_id in self._used:
                 view_id = _fresh_id(call.id, self._used)
@@ -214,7 +230,9 @@ class HistoryBuilder:
                 call = replace(call, id=view_id)
             self._used.add(view_id)
             calls.append(call)
-        turn = _Turn(NeutralMessage("assistant", event.text, tuple(calls)), [None] * len(calls))
+        turn = _Turn(
+            NeutralMessage("assistant", self.escape(event.text), tuple(calls)), [None] * len(calls)
+        )
         slots: dict[str, list[tuple[_Turn, int]]] = {}
         for i, call in enumerate(event.tool_calls):
             slots.setdefault(call.id, []).append((turn, i))
@@ -236,7 +254,11 @@ class HistoryBuilder:
             return
         call = turn.message.tool_calls[i]
         turn.results[i] = NeutralMessage(
-            "tool", event.content, call_id=call.id, name=event.name or call.name, is_error=event.is_error
+            "tool",
+            self.escape(event.content),
+            call_id=call.id,
+            name=event.name or call.name,
+            is_error=event.is_error,
         )
         if turn.complete:
             self._seal_earlier(turn)
@@ -266,7 +288,9 @@ class HistoryBuilder:
         for call, result in zip(item.message.tool_calls, item.results, strict=True):
             if result is None:
                 repaired.append(call.id)
-                result = NeutralMessage("tool", INTERRUPTED, call_id=call.id, name=call.name, is_error=True)
+                result = NeutralMessage(
+                    "tool", INTERRUPTED, call_id=call.id, name=call.name, is_error=True
+                )
             out.append(result)
         return out
 

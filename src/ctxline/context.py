@@ -1,0 +1,257 @@
+"""``Context``: one agent timeline — append what happens, prepare each request, rebuild any step.
+
+This is the layer with I/O around the pure :func:`~ctxline.prepare.prepare`. Before a
+request it brings the record up to date (new events are read once, not the whole
+timeline), adopts the guide if the registered kinds changed (a ``guide`` event),
+records the ``expired`` op of rules whose ``expires_at`` has passed, prepares, and logs
+a ``request`` header carrying what is needed to rebuild the body byte for byte.
+
+    ctx = Context(open_store("ctxline.db"), "demo")
+    ctx.append(SystemMessage("You are a support agent."), UserMessage("Cancel my plan"))
+    prep = ctx.prepare(now=datetime.now(UTC))
+    client.chat.completions.create(**prep.body)
+    assert ctx.rebuild(prep.header.step) == prep.body_bytes
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
+from datetime import datetime
+
+from ctxline.errors import IntegrityError, ValidationError
+from ctxline.events import (
+    Event,
+    Guide,
+    JsonValue,
+    Pending,
+    RequestHeader,
+    Rule,
+    StoredEvent,
+    Tools,
+    canonical_json,
+    parse_at,
+)
+from ctxline.guide import GuideRegistry
+from ctxline.prepare import Preparation, PrepareOptions, StepInputs, ViewCache, prepare
+from ctxline.render.neutral import ToolSpec
+from ctxline.sources import BranchMark
+from ctxline.store import MAIN, Store, utc_now
+from ctxline.store.base import Clock
+from ctxline.tokens import TokenCounter, get_counter
+
+__all__ = ["Context", "branch_marks", "rebuild_all", "rebuild_request"]
+
+
+def branch_marks(store: Store, session: str, timeline: str) -> list[BranchMark]:
+    """The fork points of ``timeline``'s ancestry, oldest first."""
+    marks: list[BranchMark] = []
+    info = store.timeline(session, timeline)
+    while info.parent is not None and info.fork_seq is not None:
+        marks.append(BranchMark(info.name, info.parent, info.fork_seq))
+        info = store.timeline(session, info.parent)
+    return sorted(marks, key=lambda m: m.fork_seq)
+
+
+def _tool_json(tool: ToolSpec | Mapping[str, JsonValue]) -> dict[str, JsonValue]:
+    if isinstance(tool, ToolSpec):
+        return {"name": tool.name, "description": tool.description, "parameters": tool.parameters}
+    if not isinstance(tool.get("name"), str) or not tool.get("name"):
+        raise ValidationError("a tool needs a name", field="tools")
+    return dict(tool)
+
+
+def _inputs(header: RequestHeader) -> StepInputs:
+    now = header.inputs.get("now")
+    tail = header.inputs.get("tail") or []
+    return StepInputs(
+        now=None if now is None else parse_at(now, where="inputs.now"),
+        tail=tuple(str(t) for t in tail) if isinstance(tail, list) else (),
+    )
+
+
+def _rebuild(
+    events: Sequence[StoredEvent],
+    header: RequestHeader,
+    branches: Sequence[BranchMark],
+    cache: ViewCache | None,
+) -> Preparation:
+    options = PrepareOptions.from_json(header.options)
+    upto = events[: header.upto_seq]  # a timeline is gap-free from seq 1
+    prep = prepare(
+        upto,
+        options,
+        _inputs(header),
+        branches=branches,
+        counter=get_counter("bytes/4"),
+        cache=cache,
+    )
+    if prep.sha256 != header.sha256:
+        raise IntegrityError(
+            f"step {header.step} rebuilt to {prep.sha256}, but {header.sha256} was logged: the record"
+            " or ctxline's rendering changed since it was prepared"
+        )
+    return prep
+
+
+def rebuild_request(
+    events: Sequence[StoredEvent], step: int, branches: Sequence[BranchMark] = ()
+) -> tuple[RequestHeader, Preparation]:
+    """Rebuild logged step ``step`` of a timeline from its events; raises if the hash differs."""
+    header = next(
+        (
+            ev.event
+            for ev in events
+            if isinstance(ev.event, RequestHeader) and ev.event.step == step
+        ),
+        None,
+    )
+    if header is None:
+        raise ValidationError(f"no request step {step} in this timeline", field="step")
+    return header, _rebuild(events, header, branches, None)
+
+
+def rebuild_all(
+    events: Sequence[StoredEvent], branches: Sequence[BranchMark] = ()
+) -> Iterator[tuple[RequestHeader, Preparation]]:
+    """Rebuild every logged request of a timeline in order, in O(total) with one view cache."""
+    cache = ViewCache()
+    for ev in events:
+        if isinstance(ev.event, RequestHeader):
+            yield ev.event, _rebuild(events, ev.event, branches, cache)
+
+
+class Context:
+    """An agent timeline with its request log. Not thread-safe: one per worker."""
+
+    def __init__(
+        self,
+        store: Store,
+        session: str,
+        timeline: str = MAIN,
+        *,
+        guide: GuideRegistry | None = None,
+        options: PrepareOptions | None = None,
+        counter: TokenCounter | None = None,
+        clock: Clock = utc_now,
+        create: bool = True,
+    ) -> None:
+        self.store = store
+        self.session = session
+        self.timeline = timeline
+        self.guide = guide if guide is not None else GuideRegistry()
+        self.options = options or PrepareOptions()
+        self.counter = counter or get_counter(self.options.tokenizer)
+        self.clock = clock
+        if create:
+            store.create_session(session, exist_ok=True)
+        self._events: list[StoredEvent] = []
+        self._cache = ViewCache()
+        self._guide_version: str | None = None
+        self._tools: list[dict[str, JsonValue]] | None = None
+        self._timed_rules: dict[tuple[str, str], Rule] = {}
+        self._marks = branch_marks(store, session, timeline)
+        self.refresh()
+
+    @property
+    def events(self) -> list[StoredEvent]:
+        return self._events
+
+    def refresh(self) -> list[StoredEvent]:
+        """Read the events appended since the last look (by anyone); returns them."""
+        after = self._events[-1].seq if self._events else 0
+        new = self.store.read(self.session, self.timeline, after_seq=after)
+        self._take(new)
+        return new
+
+    def _take(self, new: Sequence[StoredEvent]) -> None:
+        for ev in new:
+            e = ev.event
+            if isinstance(e, Guide):
+                self._guide_version = e.version
+            elif isinstance(e, Tools):
+                self._tools = list(e.tools)
+            elif isinstance(e, Rule):
+                key = (e.scope, e.rule_id)
+                if e.op in ("set", "replace") and e.expires_at is not None:
+                    self._timed_rules[key] = e
+                else:
+                    self._timed_rules.pop(key, None)
+        self._events.extend(new)
+
+    def append(
+        self, *events: Event | Pending, expected_seq: int | None = None
+    ) -> list[StoredEvent]:
+        """Append atomically to this timeline (after catching up with other writers)."""
+        self.refresh()
+        stored = self.store.append(
+            self.session, list(events), expected_seq=expected_seq, timeline=self.timeline
+        )
+        self._take(stored)
+        return stored
+
+    def set_tools(self, tools: Sequence[ToolSpec | Mapping[str, JsonValue]]) -> bool:
+        """Offer these tool schemas from now on; records a ``tools`` event only if they changed."""
+        self.refresh()
+        wanted = [_tool_json(t) for t in tools]
+        if self._tools is not None and canonical_json(wanted) == canonical_json(self._tools):
+            return False
+        self.append(Tools(tuple(wanted)))
+        return True
+
+    def _adopt(self, now: datetime) -> None:
+        text = self.guide.compose()
+        version = self.guide.version()
+        if version != self._guide_version:
+            self.append(Guide(version, text))
+        expired = [
+            r
+            for r in self._timed_rules.values()
+            if r.expires_at is not None and r.expires_at <= now
+        ]
+        if expired:
+            self.append(*(Rule(r.rule_id, "expired", scope=r.scope) for r in expired))
+
+    def prepare(
+        self,
+        *,
+        now: datetime | None = None,
+        tail: Sequence[str] = (),
+        options: PrepareOptions | None = None,
+        log: bool = True,
+    ) -> Preparation:
+        """The request for the next model call; logged as a ``request`` event unless ``log=False``."""
+        now = now or self.clock()
+        self.refresh()
+        self._adopt(now)
+        opts = options or self.options
+        prep = prepare(
+            self._events,
+            opts,
+            StepInputs(now=now, tail=tuple(tail)),
+            branches=self._marks,
+            counter=self.counter,
+            cache=self._cache,
+        )
+        if log:
+            (stored,) = self.append(prep.header)
+            prep = (
+                replace(prep, header=stored.event)
+                if isinstance(stored.event, RequestHeader)
+                else prep
+            )
+        return prep
+
+    def requests(self) -> list[RequestHeader]:
+        self.refresh()
+        return [ev.event for ev in self._events if isinstance(ev.event, RequestHeader)]
+
+    def rebuild_all(self) -> Iterator[tuple[RequestHeader, Preparation]]:
+        """Every logged request of this timeline, rebuilt and checked, in step order."""
+        self.refresh()
+        return rebuild_all(self._events, self._marks)
+
+    def rebuild(self, step: int) -> bytes:
+        """The body of logged step ``step``, rebuilt from the record; checked against its sha256."""
+        self.refresh()
+        return rebuild_request(self._events, step, self._marks)[1].body_bytes
