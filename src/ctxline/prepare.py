@@ -21,7 +21,6 @@ rendered, serialized and counted once. Passing a cache never changes the output.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -40,7 +39,7 @@ from ctxline.events import (
     canonical_json,
     format_at,
 )
-from ctxline.render.assemble import AnthropicAssembler, OpenAIAssembler
+from ctxline.render.assemble import AnthropicAssembler, BodyParts, OpenAIAssembler
 from ctxline.render.neutral import HistoryBuilder, NeutralMessage, ToolSpec
 from ctxline.render.openai import arguments_text
 from ctxline.sources import BranchMark, render_branch, render_other
@@ -118,7 +117,7 @@ class StepInputs:
 class Preparation:
     """A prepared request: its canonical bytes, hash, report and the header to log."""
 
-    chunks: tuple[bytes, ...]
+    parts: BodyParts
     sha256: str
     report: dict[str, JsonValue]
     header: RequestHeader
@@ -126,7 +125,8 @@ class Preparation:
 
     @cached_property
     def body_bytes(self) -> bytes:
-        return b"".join(self.chunks)
+        """The canonical bytes of the body (joined on first use)."""
+        return self.parts.join()
 
     @property
     def body(self) -> dict[str, Any]:
@@ -236,13 +236,6 @@ def _count(counter: TokenCounter, messages: Sequence[NeutralMessage]) -> list[in
     return [counter.count(message_text(m)) + FRAMING_TOKENS for m in messages]
 
 
-def _sha(chunks: Sequence[bytes]) -> str:
-    digest = hashlib.sha256()
-    for chunk in chunks:
-        digest.update(chunk)
-    return "sha256:" + digest.hexdigest()
-
-
 def prepare(
     events: Sequence[StoredEvent],
     options: PrepareOptions | None = None,
@@ -294,7 +287,7 @@ def prepare(
     )
 
     if options.provider == "openai":
-        chunks = cache.openai.assemble(
+        parts = cache.openai.assemble(
             system=system,
             tools=tools,
             frozen=frozen,
@@ -303,7 +296,7 @@ def prepare(
             max_tokens=options.max_output or None,
         )
     else:
-        chunks = cache.anthropic.assemble(
+        parts = cache.anthropic.assemble(
             system=system,
             tools=tools,
             frozen=frozen,
@@ -354,9 +347,8 @@ def prepare(
     }
     cache.previous = _Previous(step, len(frozen), cache.generation, fingerprint, live, inputs.tail)
     upto = events[-1].seq if events else 0
-    sha = _sha(chunks)
-    header = RequestHeader(step, upto, sha, options.to_json(), inputs.to_json(), report)
-    return Preparation(tuple(chunks), sha, report, header, cache.guide)
+    header = RequestHeader(step, upto, parts.sha256, options.to_json(), inputs.to_json(), report)
+    return Preparation(parts, parts.sha256, report, header, cache.guide)
 
 
 def _pairing(builder: HistoryBuilder) -> dict[str, JsonValue]:

@@ -16,8 +16,10 @@ come from rendering the body with a unique placeholder for the messages.
 
 from __future__ import annotations
 
+import hashlib
 import secrets
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ctxline.errors import ValidationError
@@ -27,7 +29,7 @@ from ctxline.render import openai as oai
 from ctxline.render.neutral import NeutralMessage, ToolSpec
 from ctxline.text import clean_json, clean_text
 
-__all__ = ["AnthropicAssembler", "OpenAIAssembler"]
+__all__ = ["AnthropicAssembler", "BodyParts", "OpenAIAssembler"]
 
 _PLACEHOLDER = "ctxline-messages-" + secrets.token_hex(16)
 
@@ -40,14 +42,97 @@ def _split(body: dict[str, Any]) -> tuple[bytes, bytes]:
     return head + b"[", b"]" + foot
 
 
+@dataclass(frozen=True, slots=True)
+class BodyParts:
+    """A body as ``b"".join(parts[:count]) + suffix``, with its sha256 already computed.
+
+    ``parts`` is the assembler's own growing list (shared, never rewritten in place), so
+    a step neither copies nor rehashes the frozen history.
+    """
+
+    parts: list[bytes]
+    count: int
+    suffix: bytes
+    sha256: str
+
+    def join(self) -> bytes:
+        return b"".join(self.parts[: self.count]) + self.suffix
+
+
+class _Stream:
+    """The frozen items of the messages array: joined and hashed incrementally after a lead.
+
+    The lead is everything before the first frozen item (the head of the body, and the
+    system message for OpenAI); when it changes, the parts and the hash are rebuilt once.
+    """
+
+    def __init__(self) -> None:
+        self.items: list[bytes] = []
+        self.lead: bytes | None = None
+        self.parts: list[bytes] = []
+        self.digest = hashlib.sha256()
+        self.has_item = False
+
+    def extend(self, items: Sequence[bytes]) -> None:
+        self.items.extend(items)
+        if self.lead is not None:
+            self._add(items)
+
+    def _add(self, items: Sequence[bytes]) -> None:
+        for item in items:
+            part = b"," + item if self.has_item else item
+            self.has_item = True
+            self.parts.append(part)
+            self.digest.update(part)
+
+    def body(
+        self, lead: bytes, lead_has_item: bool, live: Sequence[bytes], foot: bytes
+    ) -> BodyParts:
+        if lead != self.lead:
+            self.lead = lead
+            self.parts = [lead]
+            self.digest = hashlib.sha256(lead)
+            self.has_item = lead_has_item
+            self._add(self.items)
+        joined = b",".join(live)
+        suffix = (b"," + joined if self.has_item else joined) if live else b""
+        suffix += foot
+        digest = self.digest.copy()
+        digest.update(suffix)
+        return BodyParts(self.parts, len(self.parts), suffix, "sha256:" + digest.hexdigest())
+
+
 class OpenAIAssembler:
     """Chat Completions bodies; caches the bytes of frozen messages by position."""
 
     def __init__(self) -> None:
-        self._frozen: list[bytes] = []
+        self._stream = _Stream()
+        self._fed = 0
+        self._head_key: tuple[object, ...] | None = None
+        self._head_foot = (b"", b"")
 
-    def reset(self) -> None:
-        self._frozen.clear()
+    def _head(
+        self,
+        tools: Sequence[ToolSpec],
+        model: str,
+        max_tokens: int | None,
+        extra: Mapping[str, JsonValue] | None,
+    ) -> tuple[bytes, bytes]:
+        key = (tuple(tools), model, max_tokens, canonical_json(dict(extra or {})))
+        if key != self._head_key:
+            body: dict[str, Any] = {"model": clean_text(model)}
+            if tools:
+                body["tools"] = [oai._tool(spec) for spec in tools]
+            if max_tokens is not None:
+                body["max_completion_tokens"] = max_tokens
+            for name, value in (extra or {}).items():
+                if name in oai._OWN_KEYS:
+                    raise ValidationError(
+                        "set by the renderer; it cannot come from extra", field=name
+                    )
+                body[clean_text(name)] = clean_json(value)
+            self._head_key, self._head_foot = key, _split(body)
+        return self._head_foot
 
     def assemble(
         self,
@@ -59,28 +144,19 @@ class OpenAIAssembler:
         model: str,
         max_tokens: int | None = None,
         extra: Mapping[str, JsonValue] | None = None,
-    ) -> list[bytes]:
-        """The body as chunks to join; ``live`` are the open history messages and the tail."""
-        for message in frozen[len(self._frozen) :]:
-            self._frozen.append(canonical_json(oai._message(message)))
-        body: dict[str, Any] = {"model": clean_text(model)}
-        if tools:
-            body["tools"] = [oai._tool(spec) for spec in tools]
-        if max_tokens is not None:
-            body["max_completion_tokens"] = max_tokens
-        for key, value in (extra or {}).items():
-            if key in oai._OWN_KEYS:
-                raise ValidationError("set by the renderer; it cannot come from extra", field=key)
-            body[clean_text(key)] = clean_json(value)
-        head, foot = _split(body)
-        items: list[bytes] = []
+    ) -> BodyParts:
+        """The body; ``live`` are the open history messages and the tail."""
+        self._stream.extend([canonical_json(oai._message(m)) for m in frozen[self._fed :]])
+        self._fed = len(frozen)
+        head, foot = self._head(tools, model, max_tokens, extra)
+        lead = head
         if system:
-            items.append(canonical_json({"role": "system", "content": clean_text(system)}))
-        items.extend(self._frozen[: len(frozen)])
-        items.extend(canonical_json(oai._message(m)) for m in live)
-        if not items:
+            lead += canonical_json({"role": "system", "content": clean_text(system)})
+        if not system and not frozen and not live:
             raise ValidationError("a request needs at least one message", field="messages")
-        return [head, b",".join(items), foot]
+        return self._stream.body(
+            lead, bool(system), [canonical_json(oai._message(m)) for m in live], foot
+        )
 
 
 class _OverlayIds(anth._Ids):
@@ -130,7 +206,7 @@ class AnthropicAssembler:
 
     def reset(self) -> None:
         self._ids = anth._Ids()
-        self._closed: list[bytes] = []
+        self._stream = _Stream()
         self._first_role: str | None = None
         self._pending: tuple[str, list[anth.Block]] | None = None
         self._fed = 0
@@ -143,7 +219,7 @@ class AnthropicAssembler:
             role = _role(message)
             self._first_role = self._first_role or role
             if self._pending is not None and self._pending[0] != role:
-                self._closed.append(_message_bytes(*self._pending))
+                self._stream.extend([_message_bytes(*self._pending)])
                 self._pending = None
             groups = [] if self._pending is None else [self._pending]
             _merge(groups, role, blocks)
@@ -161,8 +237,8 @@ class AnthropicAssembler:
         model: str,
         max_tokens: int,
         cache: bool = True,
-    ) -> list[bytes]:
-        """The body as chunks to join.
+    ) -> BodyParts:
+        """The body.
 
         ``live`` are the open history messages followed by the tail; the first
         ``history_end`` of them are history. With ``cache``, breakpoints go on the end of
@@ -199,7 +275,7 @@ class AnthropicAssembler:
                     del last[-1]
                     if not last:
                         groups.pop()
-        if not self._closed and not groups:
+        if not self._stream.items and not groups:
             raise ValidationError(
                 "a request needs at least one non-empty message", field="messages"
             )
@@ -220,9 +296,8 @@ class AnthropicAssembler:
             if prefix:
                 prefix[-1] = {**prefix[-1], "cache_control": dict(anth._CACHE)}
         head, foot = _split(body)
-        items: list[bytes] = []
+        lead = head
         if first_role == "assistant":
-            items.append(_message_bytes("user", [{"type": "text", "text": anth.CONTINUED}]))
-        items.extend(self._closed)
-        items.extend(_message_bytes(role, blocks) for role, blocks in groups)
-        return [head, b",".join(items), foot]
+            lead += _message_bytes("user", [{"type": "text", "text": anth.CONTINUED}])
+        live_items = [_message_bytes(role, blocks) for role, blocks in groups]
+        return self._stream.body(lead, first_role == "assistant", live_items, foot)
