@@ -196,19 +196,31 @@ def test_mini_swe_agent_shape(loaded: dict[str, list[ImportedSession]]) -> None:
         assert "exit_status" in info
         assert "submission" not in info
         assert "config" not in info
-        calls = [c for p in session.events if isinstance(p.event, AssistantMessage) for c in p.event.tool_calls]
+        calls = [
+            c
+            for p in session.events
+            if isinstance(p.event, AssistantMessage)
+            for c in p.event.tool_calls
+        ]
         assert calls
         assert all(c.name == "bash" and set(c.arguments) == {"command"} for c in calls)
-        assert all("```bash" not in (p.event.text) for p in session.events
-                   if isinstance(p.event, AssistantMessage) and p.event.tool_calls)
+        assert all(
+            "```bash" not in (p.event.text)
+            for p in session.events
+            if isinstance(p.event, AssistantMessage) and p.event.tool_calls
+        )
     errors = [
-        p.event for s in loaded["mini-swe-agent"] for p in s.events
+        p.event
+        for s in loaded["mini-swe-agent"]
+        for p in s.events
         if isinstance(p.event, ToolResult) and p.event.is_error
     ]
     assert errors
     assert all(e.meta.get("returncode", 1) != 0 for e in errors)
     format_errors = [
-        p.event for s in loaded["mini-swe-agent"] for p in s.events
+        p.event
+        for s in loaded["mini-swe-agent"]
+        for p in s.events
         if isinstance(p.event, UserMessage) and p.event.meta.get("format_error")
     ]
     assert format_errors
@@ -217,7 +229,9 @@ def test_mini_swe_agent_shape(loaded: dict[str, list[ImportedSession]]) -> None:
 def test_swe_agent_both_dialects(loaded: dict[str, list[ImportedSession]]) -> None:
     by_id = {s.id: s for s in loaded["swe-agent"]}
     fc = by_id["swe-agent/function_calling_simple"]
-    calls = [c for p in fc.events if isinstance(p.event, AssistantMessage) for c in p.event.tool_calls]
+    calls = [
+        c for p in fc.events if isinstance(p.event, AssistantMessage) for c in p.event.tool_calls
+    ]
     assert [c.name for c in calls][:2] == ["find_file", "open"]
     assert calls[0].arguments == {"file_name": "missing_colon.py"}
     text = by_id["swe-agent/ctf__crypto__eps"]
@@ -228,7 +242,8 @@ def test_swe_agent_both_dialects(loaded: dict[str, list[ImportedSession]]) -> No
     # \x08 in pip output survives
     assert any(
         isinstance(p.event, ToolResult) and "\x08" in p.event.content
-        for s in loaded["swe-agent"] for p in s.events
+        for s in loaded["swe-agent"]
+        for p in s.events
     )
 
 
@@ -265,15 +280,25 @@ def test_claude_code_merges_and_compaction(data: Path) -> None:
     assert comp.event.pre_tokens == 167094
     assert comp.event.summary.startswith("This session is being continued")
     assert not any(
-        isinstance(p.event, UserMessage) and p.event.text.startswith("This session is being continued")
+        isinstance(p.event, UserMessage)
+        and p.event.text.startswith("This session is being continued")
         for p in main.events
     )
     by_id = {s.id: s for s in sessions}
-    assert by_id["claude-code/agent-a881341"].meta["parent_call_id"] == "toolu_01VmaERAwhb19LGUwu9GenaK"
+    assert (
+        by_id["claude-code/agent-a881341"].meta["parent_call_id"]
+        == "toolu_01VmaERAwhb19LGUwu9GenaK"
+    )
 
 
 def test_claude_code_subagent_file_alone(data: Path) -> None:
-    path = data / "claude-code" / "4d5611e5-241a-462a-8d15-5122611a9569" / "subagents" / "agent-a2898e3.jsonl"
+    path = (
+        data
+        / "claude-code"
+        / "4d5611e5-241a-462a-8d15-5122611a9569"
+        / "subagents"
+        / "agent-a2898e3.jsonl"
+    )
     (session,) = load(path)
     assert session.id == "claude-code/agent-a2898e3"
     assert session.meta["parent"] == "claude-code/4d5611e5-241a-462a-8d15-5122611a9569"
@@ -321,7 +346,9 @@ def test_undetectable_lists_known(tmp_path: Path) -> None:
 
 
 def test_malformed_jsonl_line_fails_whole_load(tmp_path: Path) -> None:
-    good = jsonl({"kind": "user.message", "text": "hi"}, {"kind": "assistant.message", "text": "yo"})
+    good = jsonl(
+        {"kind": "user.message", "text": "hi"}, {"kind": "assistant.message", "text": "yo"}
+    )
     path = write(tmp_path, "s.jsonl", good + '{"kind": "user.message", "text": \n')
     with pytest.raises(ValidationError) as err:
         load(path, "events")
@@ -334,7 +361,12 @@ def test_malformed_jsonl_line_fails_whole_load(tmp_path: Path) -> None:
 
 
 def test_malformed_claude_code_line(tmp_path: Path) -> None:
-    rec = {"type": "user", "uuid": "u1", "sessionId": "s", "message": {"role": "user", "content": "hi"}}
+    rec = {
+        "type": "user",
+        "uuid": "u1",
+        "sessionId": "s",
+        "message": {"role": "user", "content": "hi"},
+    }
     path = write(tmp_path, "c.jsonl", jsonl(rec) + "{oops\n")
     with pytest.raises(ValidationError) as err:
         load(path)
@@ -348,7 +380,9 @@ def test_wrong_types_name_the_field(tmp_path: Path) -> None:
         load(path)
     assert err.value.field == "[0].content"
     assert err.value.source == str(path)
-    path = write(tmp_path, "t.json", json.dumps([{"task_id": 1, "reward": "x", "traj": [], "trial": 0}]))
+    path = write(
+        tmp_path, "t.json", json.dumps([{"task_id": 1, "reward": "x", "traj": [], "trial": 0}])
+    )
     with pytest.raises(ValidationError) as err:
         load(path, "tau-bench")
     assert err.value.field == "[0].reward"
@@ -357,7 +391,9 @@ def test_wrong_types_name_the_field(tmp_path: Path) -> None:
         load(path)
     assert err.value.field == "history[1]"
     rec = {"type": "assistant", "uuid": "u", "sessionId": "s", "message": {"id": "m", "content": 3}}
-    path = write(tmp_path, "c.jsonl", jsonl({"type": "progress", "uuid": "p", "sessionId": "s"}, rec))
+    path = write(
+        tmp_path, "c.jsonl", jsonl({"type": "progress", "uuid": "p", "sessionId": "s"}, rec)
+    )
     with pytest.raises(ValidationError) as err:
         load(path)
     assert err.value.line == 2
@@ -368,8 +404,19 @@ def test_wrong_types_name_the_field(tmp_path: Path) -> None:
 
 
 def test_odd_inputs_never_crash(tmp_path: Path) -> None:
-    odd: list[object] = [None, 1, "x", [], {}, [None], [{}], {"messages": None}, {"history": {}},
-                         [{"traj": 1, "task_id": 0}], {"messages": [{"role": 1}]}]
+    odd: list[object] = [
+        None,
+        1,
+        "x",
+        [],
+        {},
+        [None],
+        [{}],
+        {"messages": None},
+        {"history": {}},
+        [{"traj": 1, "task_id": 0}],
+        {"messages": [{"role": 1}]},
+    ]
     for i, value in enumerate(odd):
         path = write(tmp_path, f"odd{i}.json", json.dumps(value))
         for fmt in ("auto", *FORMATS):
@@ -385,7 +432,12 @@ def test_lone_surrogate_becomes_replacement(tmp_path: Path) -> None:
     (session,) = load(path)
     assert isinstance(session.events[0].event, UserMessage)
     assert session.events[0].event.text == "ok \ufffd end"
-    rec = {"type": "user", "uuid": "u1", "sessionId": "s", "message": {"role": "user", "content": "x"}}
+    rec = {
+        "type": "user",
+        "uuid": "u1",
+        "sessionId": "s",
+        "message": {"role": "user", "content": "x"},
+    }
     text = jsonl(rec).replace('"x"', '"a\\udc00b"')
     (cc,) = load(write(tmp_path, "c.jsonl", text))
     assert cc.events[0].event == UserMessage("a\ufffdb")
@@ -398,13 +450,35 @@ def test_lone_surrogate_becomes_replacement(tmp_path: Path) -> None:
 def test_openai_messages(tmp_path: Path) -> None:
     messages = [
         {"role": "system", "content": "be brief"},
-        {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "image_url", "image_url": {}},
-                                     {"type": "text", "text": "b"}]},
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{\"x\": 1}"}},
-            {"id": "c2", "type": "function", "function": {"name": "g", "arguments": "{not json"}},
-            {"id": "c3", "type": "function", "function": {"name": "g", "arguments": "{\"x\": NaN}"}},
-        ]},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "a"},
+                {"type": "image_url", "image_url": {}},
+                {"type": "text", "text": "b"},
+            ],
+        },
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "f", "arguments": '{"x": 1}'},
+                },
+                {
+                    "id": "c2",
+                    "type": "function",
+                    "function": {"name": "g", "arguments": "{not json"},
+                },
+                {
+                    "id": "c3",
+                    "type": "function",
+                    "function": {"name": "g", "arguments": '{"x": NaN}'},
+                },
+            ],
+        },
         {"role": "tool", "tool_call_id": "c1", "content": "one"},
         {"role": "tool", "tool_call_id": "c2", "name": "g", "content": "two"},
         {"role": "tool", "tool_call_id": "zz", "content": "orphan"},
@@ -435,8 +509,13 @@ def test_openai_messages(tmp_path: Path) -> None:
 
 
 def test_tau_bench_domain_and_ids(tmp_path: Path) -> None:
-    run = {"task_id": 3, "reward": 1.0, "info": {"user_cost": 0.1}, "trial": 1,
-           "traj": [{"role": "user", "content": "hi"}]}
+    run = {
+        "task_id": 3,
+        "reward": 1.0,
+        "info": {"user_cost": 0.1},
+        "trial": 1,
+        "traj": [{"role": "user", "content": "hi"}],
+    }
     named = write(tmp_path, "sonnet-retail.json", json.dumps([run, run]))
     assert detect_format(named) == "tau-bench"
     ids = [s.id for s in load(named)]
@@ -457,13 +536,26 @@ def test_swe_agent_repr_tool_calls_and_text_actions(tmp_path: Path) -> None:
     history = [
         {"role": "system", "content": "sys", "message_type": "system_prompt"},
         {"role": "user", "content": "task", "message_type": "observation"},
-        {"role": "assistant", "content": "look", "thought": "look", "action": "ls",
-         "message_type": "action",
-         "tool_calls": "[{'function': {'name': 'bash', 'arguments': '{\"command\": \"ls\"}'}, 'id': 'c1'}]"},
-        {"role": "tool", "content": [{"type": "text", "text": "a.py"}], "tool_call_ids": ["c1"],
-         "message_type": "observation"},
-        {"role": "assistant", "content": "open it\n```\nopen a.py\n```", "thought": "open it",
-         "action": "open a.py"},
+        {
+            "role": "assistant",
+            "content": "look",
+            "thought": "look",
+            "action": "ls",
+            "message_type": "action",
+            "tool_calls": "[{'function': {'name': 'bash', 'arguments': '{\"command\": \"ls\"}'}, 'id': 'c1'}]",
+        },
+        {
+            "role": "tool",
+            "content": [{"type": "text", "text": "a.py"}],
+            "tool_call_ids": ["c1"],
+            "message_type": "observation",
+        },
+        {
+            "role": "assistant",
+            "content": "open it\n```\nopen a.py\n```",
+            "thought": "open it",
+            "action": "open a.py",
+        },
         {"role": "user", "content": "[File: a.py]"},
         {"role": "assistant", "content": "done", "thought": "done", "action": ""},
         {"role": "user", "content": "more please"},
@@ -473,8 +565,16 @@ def test_swe_agent_repr_tool_calls_and_text_actions(tmp_path: Path) -> None:
     (session,) = load(path)
     assert session.id == "swe-agent/run"
     evs = [p.event for p in session.events]
-    assert kinds(session) == [SystemMessage, UserMessage, AssistantMessage, ToolResult,
-                              AssistantMessage, ToolResult, AssistantMessage, UserMessage]
+    assert kinds(session) == [
+        SystemMessage,
+        UserMessage,
+        AssistantMessage,
+        ToolResult,
+        AssistantMessage,
+        ToolResult,
+        AssistantMessage,
+        UserMessage,
+    ]
     assert isinstance(evs[2], AssistantMessage)
     assert evs[2].tool_calls[0].arguments == {"command": "ls"}
     assert evs[3] == ToolResult("c1", "a.py", "bash")
@@ -484,8 +584,13 @@ def test_swe_agent_repr_tool_calls_and_text_actions(tmp_path: Path) -> None:
     assert evs[4].tool_calls[0].id == "swe-agent/run-call-1"
     assert evs[5] == ToolResult("swe-agent/run-call-1", "[File: a.py]", "open")
     assert_valid(session)
-    bad = write(tmp_path, "bad.traj", json.dumps({"history": [
-        {"role": "assistant", "content": "x", "tool_calls": "[{'function': oops"}]}))
+    bad = write(
+        tmp_path,
+        "bad.traj",
+        json.dumps(
+            {"history": [{"role": "assistant", "content": "x", "tool_calls": "[{'function': oops"}]}
+        ),
+    )
     with pytest.raises(ValidationError) as err:
         load(bad)
     assert err.value.field == "history[0].tool_calls"
@@ -500,17 +605,32 @@ def test_mini_swe_agent_crafted(tmp_path: Path) -> None:
         {"role": "assistant", "content": "two\n```bash\na\n```\n```bash\nb\n```"},
         {"role": "user", "content": "Please always provide EXACTLY ONE action in triple backticks"},
         {"role": "assistant", "content": "```bash\nsleep 99\n```"},
-        {"role": "user", "content": "The last command <command>sleep 99</command> timed out and has been killed."},
+        {
+            "role": "user",
+            "content": "The last command <command>sleep 99</command> timed out and has been killed.",
+        },
     ]
-    doc = {"info": {"exit_status": "Submitted", "submission": "x" * 5000},
-           "messages": messages, "trajectory_format": "mini-swe-agent-1", "instance_id": "a__b-1"}
+    doc = {
+        "info": {"exit_status": "Submitted", "submission": "x" * 5000},
+        "messages": messages,
+        "trajectory_format": "mini-swe-agent-1",
+        "instance_id": "a__b-1",
+    }
     path = write(tmp_path, "a__b-1.traj.json", json.dumps(doc))
     assert detect_format(path) == "mini-swe-agent"
     (session,) = load(path)
     assert session.id == "mini-swe-agent/a__b-1"
     evs = [p.event for p in session.events]
-    assert kinds(session) == [SystemMessage, UserMessage, AssistantMessage, ToolResult,
-                              AssistantMessage, UserMessage, AssistantMessage, ToolResult]
+    assert kinds(session) == [
+        SystemMessage,
+        UserMessage,
+        AssistantMessage,
+        ToolResult,
+        AssistantMessage,
+        UserMessage,
+        AssistantMessage,
+        ToolResult,
+    ]
     assert isinstance(evs[2], AssistantMessage)
     assert evs[2].text == "THOUGHT: run"
     assert evs[2].tool_calls[0].arguments == {"command": "false"}
@@ -531,29 +651,72 @@ def test_claude_code_crafted(tmp_path: Path) -> None:
     base = {"sessionId": "s", "isSidechain": False}
 
     def asst(uuid: str, mid: str, block: dict[str, object], out: int) -> dict[str, object]:
-        usage = {"input_tokens": 3, "output_tokens": out, "cache_read_input_tokens": 100,
-                 "cache_creation_input_tokens": 7}
-        return {**base, "type": "assistant", "uuid": uuid, "timestamp": "2026-01-01T00:00:01Z",
-                "message": {"id": mid, "model": "m1", "role": "assistant", "content": [block], "usage": usage}}
+        usage = {
+            "input_tokens": 3,
+            "output_tokens": out,
+            "cache_read_input_tokens": 100,
+            "cache_creation_input_tokens": 7,
+        }
+        return {
+            **base,
+            "type": "assistant",
+            "uuid": uuid,
+            "timestamp": "2026-01-01T00:00:01Z",
+            "message": {
+                "id": mid,
+                "model": "m1",
+                "role": "assistant",
+                "content": [block],
+                "usage": usage,
+            },
+        }
 
     def user(uuid: str, content: object, **extra: object) -> dict[str, object]:
-        return {**base, "type": "user", "uuid": uuid, "timestamp": "2026-01-01T00:00:02Z",
-                "message": {"role": "user", "content": content}, **extra}
+        return {
+            **base,
+            "type": "user",
+            "uuid": uuid,
+            "timestamp": "2026-01-01T00:00:02Z",
+            "message": {"role": "user", "content": content},
+            **extra,
+        }
 
     records = [
         {"type": "file-history-snapshot", "messageId": "x", "snapshot": {}},
         user("u1", "do it"),
         asst("a1", "m", {"type": "thinking", "thinking": "hmm", "signature": "sig"}, 5),
         asst("a2", "m", {"type": "text", "text": "ok"}, 5),
-        asst("a3", "m", {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls"}}, 5),
+        asst(
+            "a3",
+            "m",
+            {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls"}},
+            5,
+        ),
         user("u2", [{"type": "tool_result", "tool_use_id": "t1", "content": "a.txt"}]),
         {**base, "type": "progress", "uuid": "p1", "data": {"type": "hook_progress"}},
-        asst("a4", "m", {"type": "tool_use", "id": "t2", "name": "Read", "input": {"path": "a"}}, 40),
-        user("u3", [{"type": "tool_result", "tool_use_id": "t2", "is_error": True,
-                     "content": [{"type": "text", "text": "no"}, {"type": "text", "text": "such"}]}]),
+        asst(
+            "a4", "m", {"type": "tool_use", "id": "t2", "name": "Read", "input": {"path": "a"}}, 40
+        ),
+        user(
+            "u3",
+            [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "t2",
+                    "is_error": True,
+                    "content": [{"type": "text", "text": "no"}, {"type": "text", "text": "such"}],
+                }
+            ],
+        ),
         user("u4", [{"type": "tool_result", "tool_use_id": "gone", "content": "lost"}]),
-        {**base, "type": "system", "subtype": "compact_boundary", "uuid": "b1",
-         "timestamp": "2026-01-01T00:00:03Z", "compactMetadata": {"trigger": "manual", "preTokens": 900}},
+        {
+            **base,
+            "type": "system",
+            "subtype": "compact_boundary",
+            "uuid": "b1",
+            "timestamp": "2026-01-01T00:00:03Z",
+            "compactMetadata": {"trigger": "manual", "preTokens": 900},
+        },
         user("u5", "Summary: did it", isCompactSummary=True),
         user("u6", [{"type": "text", "text": "thanks"}]),
         user("u7", "sub", isSidechain=True),
@@ -564,14 +727,25 @@ def test_claude_code_crafted(tmp_path: Path) -> None:
     assert session.id == "claude-code/sess"
     evs = [p.event for p in session.events]
     assert [p.id for p in session.events] == ["u1", "a1", "u2", "u3", "u4", "b1", "u6"]
-    assert kinds(session) == [UserMessage, AssistantMessage, ToolResult, ToolResult,
-                              UnknownEvent, Compaction, UserMessage]
+    assert kinds(session) == [
+        UserMessage,
+        AssistantMessage,
+        ToolResult,
+        ToolResult,
+        UnknownEvent,
+        Compaction,
+        UserMessage,
+    ]
     msg = evs[1]
     assert isinstance(msg, AssistantMessage)
     assert msg.text == "ok"
     assert [c.id for c in msg.tool_calls] == ["t1", "t2"]
-    assert msg.meta["usage"] == {"input_tokens": 3, "output_tokens": 40, "cache_read_input_tokens": 100,
-                                 "cache_creation_input_tokens": 7}
+    assert msg.meta["usage"] == {
+        "input_tokens": 3,
+        "output_tokens": 40,
+        "cache_read_input_tokens": 100,
+        "cache_creation_input_tokens": 7,
+    }
     assert msg.meta["model"] == "m1"
     assert msg.meta["thinking"] == "hmm"
     assert evs[3] == ToolResult("t2", "no\nsuch", "Read", True)
@@ -590,7 +764,11 @@ def test_events_format(tmp_path: Path) -> None:
     lines = [
         header,
         {"kind": "user.message", "text": "hi", "id": "e1", "at": "2026-01-01T00:00:00Z"},
-        {"kind": "assistant.message", "text": "", "tool_calls": [{"id": "c1", "name": "ls", "arguments": {}}]},
+        {
+            "kind": "assistant.message",
+            "text": "",
+            "tool_calls": [{"id": "c1", "name": "ls", "arguments": {}}],
+        },
         {"kind": "tool.result", "call_id": "c1", "content": "a"},
         {"kind": "tool.result", "call_id": "nope", "content": "b"},
         {"kind": "future.kind", "x": 1},
@@ -614,8 +792,14 @@ def test_events_format(tmp_path: Path) -> None:
     (only,) = load(plain)
     assert only.id == "plain"
     assert only.events[0].id == "plain#1"
-    dup = write(tmp_path, "dup.jsonl", jsonl({"kind": "user.message", "text": "a", "id": "x"},
-                                              {"kind": "user.message", "text": "b", "id": "x"}))
+    dup = write(
+        tmp_path,
+        "dup.jsonl",
+        jsonl(
+            {"kind": "user.message", "text": "a", "id": "x"},
+            {"kind": "user.message", "text": "b", "id": "x"},
+        ),
+    )
     with pytest.raises(ValidationError) as err:
         load(dup)
     assert err.value.line == 2

@@ -478,7 +478,7 @@ def test_other_kinds_are_skipped_and_stored_events_accepted() -> None:
         SystemMessage("sys two"),
     ]
     messages, _ = history_to_messages(events)
-    assert messages == [NeutralMessage("user", "hi")]
+    assert messages == [NeutralMessage("user", "hi", seq=2)]
     assert system_text(events) == "sys one\n\nsys two"
 
 

@@ -123,7 +123,9 @@ def test_kill_9_loses_no_acknowledged_append(tmp_path: Path) -> None:
     assert all(by_id[i] == seq for i, seq in acked.items())
     assert len(by_id) == len(events), "duplicated event"
     assert len(acked) > 100, "the writer should have acknowledged appends before each kill"
-    print(f"kill-9 sqlite: kills={kills} acknowledged={len(acked)} stored={len(events)} lost=0 duplicated=0")
+    print(
+        f"kill-9 sqlite: kills={kills} acknowledged={len(acked)} stored={len(events)} lost=0 duplicated=0"
+    )
     store.close()
 
 

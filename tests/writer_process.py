@@ -22,7 +22,9 @@ def main() -> None:
     db, session, worker = sys.argv[1], sys.argv[2], sys.argv[3]
     use_expected = "--expected" in sys.argv
     limit = next((int(a.split("=", 1)[1]) for a in sys.argv if a.startswith("--count=")), None)
-    start_at = next((float(a.split("=", 1)[1]) for a in sys.argv if a.startswith("--start-at=")), None)
+    start_at = next(
+        (float(a.split("=", 1)[1]) for a in sys.argv if a.startswith("--start-at=")), None
+    )
     store = SQLiteStore(db, check=False)
     store.create_session(session, exist_ok=True)
     if start_at is not None:  # line the racing writers up on one start time
@@ -30,7 +32,9 @@ def main() -> None:
     n = 0
     while limit is None or n < limit:
         n += 1
-        batch = [Pending(UserMessage(f"{worker}:{n}:{i}"), id=f"{worker}-{n}-{i}") for i in range(3)]
+        batch = [
+            Pending(UserMessage(f"{worker}:{n}:{i}"), id=f"{worker}-{n}-{i}") for i in range(3)
+        ]
         if use_expected:
             head = store.head(session)
             try:

@@ -1,2 +1,138 @@
-"""ctxline."""
+"""ctxline: context engineering for LLM agents.
+
+An agent appends what happens to a durable, append-only record; before each model
+call ctxline prepares the exact request the model will see — stable cacheable prefix,
+sourced state and scoped rules, escaped untrusted text — with a report of what it
+chose and why, and can rebuild any logged request byte for byte.
+
+    from ctxline import Context, UserMessage, open_store
+
+    ctx = Context(open_store("ctxline.db"), "demo")
+    ctx.append(UserMessage("Cancel my plan"))
+    prep = ctx.prepare()
+    prep.body          # the request body for the provider SDK
+    prep.report        # tokens by section, budget, prefix reuse, pairing repairs
+"""
+
+from ctxline.blobs import BlobStore
+from ctxline.context import Context, rebuild_request
+from ctxline.errors import (
+    BlobError,
+    Conflict,
+    CtxlineError,
+    DuplicateEventId,
+    IntegrityError,
+    PairingError,
+    TokenizerUnavailable,
+    UnknownSession,
+    UnknownTimeline,
+    ValidationError,
+)
+from ctxline.events import (
+    AssistantMessage,
+    Compaction,
+    Event,
+    Guide,
+    Notification,
+    Pending,
+    RequestHeader,
+    Rule,
+    State,
+    StoredEvent,
+    SystemMessage,
+    Todo,
+    TodoItem,
+    ToolCall,
+    ToolResult,
+    Tools,
+    UnknownEvent,
+    UserMessage,
+    canonical_json,
+    event_from_json,
+    event_to_json,
+)
+from ctxline.guide import GuideRegistry, MessageKind
+from ctxline.importers import FORMATS, ImportedSession, detect_format, load
+from ctxline.ingest import ImportResult, import_sessions
+from ctxline.prepare import Preparation, PrepareOptions, StepInputs, ViewCache, prepare
+from ctxline.render import (
+    NeutralMessage,
+    NeutralRequest,
+    ToolSpec,
+    render_bytes,
+    to_anthropic,
+    to_openai,
+)
+from ctxline.sources import BranchMark, current_state, valid_rules
+from ctxline.store import MemoryStore, SessionInfo, SQLiteStore, Store, TimelineInfo, open_store
+from ctxline.tokens import TokenCounter, get_counter
+
 __version__ = "0.1.0"
+
+__all__ = [
+    "FORMATS",
+    "AssistantMessage",
+    "BlobError",
+    "BlobStore",
+    "BranchMark",
+    "Compaction",
+    "Conflict",
+    "Context",
+    "CtxlineError",
+    "DuplicateEventId",
+    "Event",
+    "Guide",
+    "GuideRegistry",
+    "ImportResult",
+    "ImportedSession",
+    "IntegrityError",
+    "MemoryStore",
+    "MessageKind",
+    "NeutralMessage",
+    "NeutralRequest",
+    "Notification",
+    "PairingError",
+    "Pending",
+    "Preparation",
+    "PrepareOptions",
+    "RequestHeader",
+    "Rule",
+    "SQLiteStore",
+    "SessionInfo",
+    "State",
+    "StepInputs",
+    "Store",
+    "StoredEvent",
+    "SystemMessage",
+    "TimelineInfo",
+    "Todo",
+    "TodoItem",
+    "TokenCounter",
+    "TokenizerUnavailable",
+    "ToolCall",
+    "ToolResult",
+    "ToolSpec",
+    "Tools",
+    "UnknownEvent",
+    "UnknownSession",
+    "UnknownTimeline",
+    "UserMessage",
+    "ValidationError",
+    "ViewCache",
+    "__version__",
+    "canonical_json",
+    "current_state",
+    "detect_format",
+    "event_from_json",
+    "event_to_json",
+    "get_counter",
+    "import_sessions",
+    "load",
+    "open_store",
+    "prepare",
+    "rebuild_request",
+    "render_bytes",
+    "to_anthropic",
+    "to_openai",
+    "valid_rules",
+]

@@ -28,7 +28,12 @@ class ValidationError(CtxlineError, ValueError):
     """Input that is not a valid event; names the field and, for JSONL, the line."""
 
     def __init__(
-        self, message: str, *, field: str | None = None, line: int | None = None, source: str | None = None
+        self,
+        message: str,
+        *,
+        field: str | None = None,
+        line: int | None = None,
+        source: str | None = None,
     ) -> None:
         self.message = message
         self.field = field
@@ -74,7 +79,9 @@ class DuplicateEventId(CtxlineError):
 
     def __init__(self, event_id: str, detail: str = "") -> None:
         self.event_id = event_id
-        super().__init__(f"event id {event_id!r} is already stored{': ' + detail if detail else ''}")
+        super().__init__(
+            f"event id {event_id!r} is already stored{': ' + detail if detail else ''}"
+        )
 
 
 class PairingError(CtxlineError):

@@ -35,6 +35,7 @@ __all__ = [
     "JsonValue",
     "Notification",
     "Pending",
+    "Reduction",
     "RequestHeader",
     "Rule",
     "State",
@@ -63,6 +64,7 @@ JsonValue: TypeAlias = Any
 
 RULE_OPS = ("set", "replace", "revoke", "expired")
 TODO_STATUSES = ("pending", "in_progress", "completed", "cancelled")
+REDUCTION_ACTIONS = ("fold", "trim", "compact")
 
 
 def canonical_json(obj: JsonValue) -> bytes:
@@ -239,6 +241,27 @@ class RequestHeader:
 
 
 @dataclass(frozen=True, slots=True)
+class Reduction:
+    """A change to the *view* (never to the record), decided by the budget ladder.
+
+    ``fold``: the results at ``seqs`` show a reference to the later identical result in
+    ``refs`` (seq → seq). ``trim``: the results at ``seqs`` show a preview and a handle.
+    ``compact``: events up to ``upto_seq`` are replaced by ``summary`` (and the digest and
+    re-affirmation rendered from the record), except the user messages in ``keep``.
+    """
+
+    kind: ClassVar[str] = "reduction"
+    action: str
+    seqs: tuple[int, ...] = ()
+    refs: dict[str, int] = field(default_factory=dict)
+    upto_seq: int = 0
+    keep: tuple[int, ...] = ()
+    summary: str = ""
+    saved_tokens: int = 0
+    meta: dict[str, JsonValue] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
 class UnknownEvent:
     """A kind this version does not know: kept whole, rendered as opaque."""
 
@@ -259,6 +282,7 @@ Event: TypeAlias = (
     | Guide
     | Tools
     | RequestHeader
+    | Reduction
     | UnknownEvent
 )
 
@@ -346,6 +370,19 @@ def event_to_json(event: Event) -> dict[str, JsonValue]:
             inputs=event.inputs,
             report=event.report,
         )
+    elif isinstance(event, Reduction):
+        out["action"] = event.action
+        if event.seqs:
+            out["seqs"] = list(event.seqs)
+        if event.refs:
+            out["refs"] = event.refs
+        if event.upto_seq:
+            out["upto_seq"] = event.upto_seq
+        if event.keep:
+            out["keep"] = list(event.keep)
+        if event.summary:
+            out["summary"] = event.summary
+        out["saved_tokens"] = event.saved_tokens
     elif isinstance(event, Compaction):
         if event.summary:
             out["summary"] = event.summary
@@ -501,6 +538,31 @@ def _request(r: _Reader) -> RequestHeader:
     )
 
 
+def _ints(r: _Reader, name: str) -> tuple[int, ...]:
+    value = r.obj.get(name, [])
+    if not isinstance(value, list) or not all(
+        isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value
+    ):
+        raise r.fail(name, "expected a list of positive integers")
+    return tuple(value)
+
+
+def _reduction(r: _Reader) -> Reduction:
+    refs = _obj(r, "refs")
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in refs.values()):
+        raise r.fail("refs", "expected an object of seq numbers")
+    return Reduction(
+        action=r.choice("action", REDUCTION_ACTIONS),
+        seqs=_ints(r, "seqs"),
+        refs=refs,
+        upto_seq=_int(r, "upto_seq") if "upto_seq" in r.obj else 0,
+        keep=_ints(r, "keep"),
+        summary=r.text("summary", required=False),
+        saved_tokens=_int(r, "saved_tokens") if "saved_tokens" in r.obj else 0,
+        meta=r.meta(),
+    )
+
+
 _PARSERS: dict[str, Callable[[_Reader], Event]] = {
     "system.message": lambda r: SystemMessage(r.text("text"), r.meta()),
     "user.message": lambda r: UserMessage(r.text("text"), r.meta()),
@@ -524,6 +586,7 @@ _PARSERS: dict[str, Callable[[_Reader], Event]] = {
     "guide": lambda r: Guide(r.text("version"), r.text("text"), r.meta()),
     "tools": _tools,
     "request": _request,
+    "reduction": _reduction,
 }
 
 KNOWN_KINDS = tuple(_PARSERS)

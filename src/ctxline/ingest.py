@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from ctxline.errors import ValidationError
-from ctxline.events import Pending, canonical_json, event_to_json
+from ctxline.events import JsonValue, Pending, canonical_json, event_to_json
 from ctxline.importers import ImportedSession
 from ctxline.store import Store
 
@@ -34,10 +34,22 @@ def _same(stored_id: str, stored_body: bytes, pending: Pending) -> bool:
     return stored_id == pending.id and stored_body == canonical_json(event_to_json(pending.event))
 
 
+def _session_meta(imported: ImportedSession) -> dict[str, JsonValue]:
+    """The meta to store: an export's header carries the session's own meta, restored as is.
+
+    Without this, export → import → export would nest the meta one level deeper each
+    time and the round trip would not be byte-identical.
+    """
+    restored = imported.meta.get("session_meta")
+    if imported.meta.get("format") == "events" and isinstance(restored, dict):
+        return restored
+    return imported.meta
+
+
 def import_sessions(store: Store, sessions: Iterable[ImportedSession]) -> list[ImportResult]:
     results = []
     for imported in sessions:
-        store.create_session(imported.id, meta=imported.meta, exist_ok=True)
+        store.create_session(imported.id, meta=_session_meta(imported), exist_ok=True)
         existing = store.read(imported.id)
         new: Sequence[Pending] = imported.events
         for i, ev in enumerate(existing):

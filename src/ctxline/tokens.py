@@ -33,6 +33,7 @@ from ctxline.events import (
     Guide,
     JsonValue,
     Notification,
+    Reduction,
     RequestHeader,
     Rule,
     State,
@@ -246,6 +247,8 @@ def event_text(event: Event) -> str:
         return _json_text(list(event.tools))
     if isinstance(event, RequestHeader):
         return ""  # a log record: never shown to the model
+    if isinstance(event, Reduction):
+        return event.summary
     if isinstance(event, UnknownEvent):
         return _json_text(event.data)
     raise TypeError(f"not an event: {type(event).__name__}")

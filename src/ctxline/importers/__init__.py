@@ -120,7 +120,9 @@ def _sniff(src: Source) -> str:
         # not one JSON document: JSONL, or broken JSON (then say where)
         found = _jsonl_format(src)
         if found is None:
-            raise ValidationError(f"cannot tell the format ({exc.message}); {_known()}", line=exc.line) from None
+            raise ValidationError(
+                f"cannot tell the format ({exc.message}); {_known()}", line=exc.line
+            ) from None
     if found is None:
         raise ValidationError(f"cannot tell the format from the content; {_known()}")
     return found
@@ -139,7 +141,9 @@ def load(path: Path, format: str = "auto") -> list[ImportedSession]:
     """The sessions in ``path`` (``format`` one of :data:`FORMATS`, or ``auto`` to detect it)."""
     path = Path(path)
     if format != "auto" and format not in _LOADERS:
-        raise ValidationError(f"unknown format {format!r}; {_known()}", field="format", source=str(path))
+        raise ValidationError(
+            f"unknown format {format!r}; {_known()}", field="format", source=str(path)
+        )
     fmt = format
     try:
         src = Source(path)

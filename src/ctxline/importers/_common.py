@@ -119,9 +119,7 @@ class Source:
                 continue
             value = parse_json(raw, line=n)
             if not isinstance(value, dict):
-                raise ValidationError(
-                    f"expected a JSON object, got {type(value).__name__}", line=n
-                )
+                raise ValidationError(f"expected a JSON object, got {type(value).__name__}", line=n)
             yield n, value
 
 
@@ -166,13 +164,17 @@ def _field(where: str, key: str | int) -> str:
 
 def as_obj(value: object, where: str, line: int | None = None) -> dict[str, Any]:
     if not isinstance(value, dict):
-        raise ValidationError(f"expected an object, got {type(value).__name__}", field=where or None, line=line)
+        raise ValidationError(
+            f"expected an object, got {type(value).__name__}", field=where or None, line=line
+        )
     return value
 
 
 def as_list(value: object, where: str, line: int | None = None) -> list[Any]:
     if not isinstance(value, list):
-        raise ValidationError(f"expected a list, got {type(value).__name__}", field=where or None, line=line)
+        raise ValidationError(
+            f"expected a list, got {type(value).__name__}", field=where or None, line=line
+        )
     return value
 
 
@@ -223,7 +225,9 @@ def content_text(value: object, where: str, line: int | None = None) -> str:
         value = [value]
     if not isinstance(value, list):
         raise ValidationError(
-            f"expected a string or a list of parts, got {type(value).__name__}", field=where, line=line
+            f"expected a string or a list of parts, got {type(value).__name__}",
+            field=where,
+            line=line,
         )
     out: list[str] = []
     for part in value:
@@ -251,7 +255,9 @@ def _json_text(value: object) -> str:
         return clean_text(str(value))
 
 
-def small_meta(info: object, *, limit: int = 1000, skip: Sequence[str] = ()) -> dict[str, JsonValue]:
+def small_meta(
+    info: object, *, limit: int = 1000, skip: Sequence[str] = ()
+) -> dict[str, JsonValue]:
     """The entries of ``info`` whose canonical JSON is at most ``limit`` characters."""
     out: dict[str, JsonValue] = {}
     if not isinstance(info, dict):
@@ -331,10 +337,22 @@ class SessionBuilder:
         ident = clean_text(call_id) if call_id else self.synthetic_call_id()
         return ToolCall(ident, clean_text(name), arguments)
 
-    def system(self, text: str, meta: dict[str, JsonValue] | None = None, id: str | None = None, at: datetime | None = None) -> int:
+    def system(
+        self,
+        text: str,
+        meta: dict[str, JsonValue] | None = None,
+        id: str | None = None,
+        at: datetime | None = None,
+    ) -> int:
         return self.add(SystemMessage(clean_text(text), _meta(meta)), id=id, at=at)
 
-    def user(self, text: str, meta: dict[str, JsonValue] | None = None, id: str | None = None, at: datetime | None = None) -> int:
+    def user(
+        self,
+        text: str,
+        meta: dict[str, JsonValue] | None = None,
+        id: str | None = None,
+        at: datetime | None = None,
+    ) -> int:
         return self.add(UserMessage(clean_text(text), _meta(meta)), id=id, at=at)
 
     def assistant(
@@ -376,7 +394,13 @@ class SessionBuilder:
         event = Compaction(clean_text(summary), clean_text(trigger), pre_tokens, _meta(meta))
         return self.add(event, id=id, at=at)
 
-    def unknown(self, kind: str, data: dict[str, JsonValue], id: str | None = None, at: datetime | None = None) -> int:
+    def unknown(
+        self,
+        kind: str,
+        data: dict[str, JsonValue],
+        id: str | None = None,
+        at: datetime | None = None,
+    ) -> int:
         return self.add(UnknownEvent(clean_text(kind), clean_json(data)), id=id, at=at)
 
     def finish(self, meta: dict[str, JsonValue]) -> ImportedSession:

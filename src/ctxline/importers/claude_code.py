@@ -52,7 +52,15 @@ from ctxline.importers._common import (
 __all__ = ["RECORD_TYPES", "USAGE_KEYS", "load_claude_code"]
 
 RECORD_TYPES = frozenset(
-    {"user", "assistant", "system", "summary", "progress", "file-history-snapshot", "queue-operation"}
+    {
+        "user",
+        "assistant",
+        "system",
+        "summary",
+        "progress",
+        "file-history-snapshot",
+        "queue-operation",
+    }
 )
 """Record types Claude Code writes (used to recognise the format)."""
 
@@ -126,7 +134,9 @@ class _Reader:
         if content is None:
             content = []
         if not isinstance(content, list):
-            raise ValidationError("expected a string or a list of blocks", field="message.content", line=line)
+            raise ValidationError(
+                "expected a string or a list of blocks", field="message.content", line=line
+            )
         for i, raw in enumerate(content):
             where = f"message.content[{i}]"
             block = as_obj(raw, where, line)
@@ -190,7 +200,9 @@ class _Reader:
                 call_id = opt_str(raw, "tool_use_id", where, line) or ""
                 is_error = raw.get("is_error")
                 if is_error is not None and not isinstance(is_error, bool):
-                    raise ValidationError("expected true or false", field=f"{where}.is_error", line=line)
+                    raise ValidationError(
+                        "expected true or false", field=f"{where}.is_error", line=line
+                    )
                 text = content_text(raw.get("content"), f"{where}.content", line)
                 ident = uuid if not results else (f"{uuid}#{len(results) + 1}" if uuid else None)
                 results.append(_Result(call_id, text, bool(is_error), ident, at))
@@ -254,7 +266,8 @@ def _read(src: Source, session_id: str) -> tuple[ImportedSession, dict[str, str]
     reader = _Reader(builder)
     agents: dict[str, str] = {}
     main_chain = any(
-        r.get("type") in ("user", "assistant") and r.get("isSidechain") is not True for _, r in records
+        r.get("type") in ("user", "assistant") and r.get("isSidechain") is not True
+        for _, r in records
     )
     sidechain = 0
     agent_id: str | None = None
@@ -316,7 +329,9 @@ def _link_agent(rec: dict[str, Any], agents: dict[str, str]) -> None:
 
 
 def _subagent_files(path: Path) -> list[Path]:
-    folder = path.with_name(path.name[: -len(".jsonl")] if path.name.endswith(".jsonl") else path.stem)
+    folder = path.with_name(
+        path.name[: -len(".jsonl")] if path.name.endswith(".jsonl") else path.stem
+    )
     sub = folder / "subagents"
     return sorted(sub.glob("*.jsonl")) if sub.is_dir() else []
 

@@ -33,7 +33,9 @@ HEADER_KIND = "ctxline.session"
 def _header(obj: dict[str, Any], line: int) -> tuple[str, dict[str, JsonValue]]:
     session = opt_str(obj, "session", line=line)
     if not session or not session.strip():
-        raise ValidationError("the session header needs a non-empty session id", field="session", line=line)
+        raise ValidationError(
+            "the session header needs a non-empty session id", field="session", line=line
+        )
     timeline = opt_str(obj, "timeline", line=line) or "main"
     version = opt_int(obj, "version", line=line)
     if version is not None and version < 1:
@@ -78,7 +80,9 @@ def load_events(src: Source) -> list[ImportedSession]:
         pending = pending_from_json(obj, line=line)
         if pending.id is not None:
             if pending.id in ids:
-                raise ValidationError(f"event id {pending.id!r} appears twice", field="id", line=line)
+                raise ValidationError(
+                    f"event id {pending.id!r} appears twice", field="id", line=line
+                )
             ids.add(pending.id)
         builder.add(pending.event, id=pending.id, at=pending.at)
     if builder is None:

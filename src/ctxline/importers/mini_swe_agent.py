@@ -133,7 +133,11 @@ def load_mini_swe_agent(src: Source) -> list[ImportedSession]:
     instance = opt_str(doc, "instance_id") or src.stem
     builder = SessionBuilder(f"mini-swe-agent/{instance}")
     _convert(builder, as_list(doc.get("messages"), "messages"), ACTION_REGEX)
-    meta: dict[str, JsonValue] = {"format": "mini-swe-agent", "file": src.name, "instance_id": instance}
+    meta: dict[str, JsonValue] = {
+        "format": "mini-swe-agent",
+        "file": src.name,
+        "instance_id": instance,
+    }
     fmt = doc.get("trajectory_format")
     if isinstance(fmt, str):
         meta["trajectory_format"] = fmt

@@ -149,7 +149,9 @@ def load_openai(src: Source) -> list[ImportedSession]:
     meta: dict[str, JsonValue] = {"format": "openai", "file": src.name}
     if isinstance(doc, dict):
         if "messages" not in doc:
-            raise ValidationError("expected a message list or an object with 'messages'", field="messages")
+            raise ValidationError(
+                "expected a message list or an object with 'messages'", field="messages"
+            )
         messages, where = doc["messages"], "messages"
         meta.update(small_meta({k: v for k, v in doc.items() if k in ("model", "id", "metadata")}))
         tools = doc.get("tools")

@@ -51,7 +51,9 @@ def domain_of(stem: str) -> str | None:
 def _scalar_text(value: object, where: str) -> str:
     """A task id or trial as it appears in the session id (ints and strings both occur)."""
     if isinstance(value, bool) or not isinstance(value, int | str):
-        raise ValidationError(f"expected an integer or a string, got {type(value).__name__}", field=where)
+        raise ValidationError(
+            f"expected an integer or a string, got {type(value).__name__}", field=where
+        )
     return str(value)
 
 
@@ -63,7 +65,9 @@ def _run_meta(run: dict[str, Any], where: str, domain: str | None) -> dict[str, 
         meta[key] = run.get(key)
     reward = run.get("reward")
     if reward is not None and (isinstance(reward, bool) or not isinstance(reward, int | float)):
-        raise ValidationError(f"expected a number, got {type(reward).__name__}", field=f"{where}.reward")
+        raise ValidationError(
+            f"expected a number, got {type(reward).__name__}", field=f"{where}.reward"
+        )
     meta["reward"] = reward
     info = run.get("info")
     if isinstance(info, dict):

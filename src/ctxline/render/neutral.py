@@ -36,7 +36,6 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from ctxline.errors import ValidationError
-from ctxline.tags import escape
 from ctxline.events import (
     AssistantMessage,
     Event,
@@ -47,6 +46,7 @@ from ctxline.events import (
     ToolResult,
     UserMessage,
 )
+from ctxline.tags import escape
 
 __all__ = [
     "INTERRUPTED",
@@ -86,6 +86,8 @@ class NeutralMessage:
     call_id: str = ""
     name: str = ""
     is_error: bool = False
+    seq: int = 0
+    """The record seq of the event this message shows (0 when ctxline made it up)."""
 
     def __post_init__(self) -> None:
         if self.role not in ("user", "assistant", "tool"):
@@ -197,27 +199,28 @@ class HistoryBuilder:
         self._renamed: list[tuple[str, str]] = []
 
     def feed(self, event: Event | StoredEvent) -> None:
+        seq = event.seq if isinstance(event, StoredEvent) else 0
         event = _unwrap(event)
         if isinstance(event, UserMessage):
-            self.add(NeutralMessage("user", self.escape(event.text)))
+            self.add(NeutralMessage("user", self.escape(event.text), seq=seq))
         elif isinstance(event, AssistantMessage):
-            self._assistant(event)
+            self._assistant(event, seq)
         elif isinstance(event, ToolResult):
-            self._result(event)
+            self._result(event, seq)
         elif not isinstance(event, SystemMessage) and self.render_other is not None:
             message = self.render_other(event)
             if message is not None:
-                self.add(message)
+                self.add(replace(message, seq=seq) if seq else message)
 
     def add(self, message: NeutralMessage) -> None:
         """Append a ready user or assistant message (a branch marker, say)."""
         self._open.append(message)
         self._freeze()
 
-    def _assistant(self, event: AssistantMessage) -> None:
+    def _assistant(self, event: AssistantMessage, seq: int) -> None:
         if not event.tool_calls:
             self._seal_earlier(None)
-            self._open.append(NeutralMessage("assistant", self.escape(event.text)))
+            self._open.append(NeutralMessage("assistant", self.escape(event.text), seq=seq))
             self._freeze()
             return
         calls = []
@@ -231,7 +234,8 @@ class HistoryBuilder:
             self._used.add(view_id)
             calls.append(call)
         turn = _Turn(
-            NeutralMessage("assistant", self.escape(event.text), tuple(calls)), [None] * len(calls)
+            NeutralMessage("assistant", self.escape(event.text), tuple(calls), seq=seq),
+            [None] * len(calls),
         )
         slots: dict[str, list[tuple[_Turn, int]]] = {}
         for i, call in enumerate(event.tool_calls):
@@ -239,7 +243,7 @@ class HistoryBuilder:
         self._latest.update(slots)
         self._open.append(turn)
 
-    def _result(self, event: ToolResult) -> None:
+    def _result(self, event: ToolResult, seq: int) -> None:
         candidates = self._latest.get(event.call_id)
         if candidates is None:
             self._orphans.append(event.call_id)
@@ -259,6 +263,7 @@ class HistoryBuilder:
             call_id=call.id,
             name=event.name or call.name,
             is_error=event.is_error,
+            seq=seq,
         )
         if turn.complete:
             self._seal_earlier(turn)

@@ -185,7 +185,11 @@ def check_pairing(batch: Sequence[Pending], is_known_call: Callable[[str], bool]
         ev = p.event
         if isinstance(ev, AssistantMessage):
             new_calls.update(c.id for c in ev.tool_calls)
-        elif isinstance(ev, ToolResult) and ev.call_id not in new_calls and not is_known_call(ev.call_id):
+        elif (
+            isinstance(ev, ToolResult)
+            and ev.call_id not in new_calls
+            and not is_known_call(ev.call_id)
+        ):
             raise PairingError(ev.call_id, f"event {i + 1} of the batch")
 
 

@@ -129,10 +129,13 @@ class MemoryStore:
             parent = self._timeline(session, timeline)
             s = self._session(session)
             if name in s.timelines:
-                raise ValidationError(f"timeline {name!r} already exists in {session!r}", field="name")
+                raise ValidationError(
+                    f"timeline {name!r} already exists in {session!r}", field="name"
+                )
             if not 0 <= at_seq <= parent.head:
                 raise ValidationError(
-                    f"fork point {at_seq} is outside {timeline!r} (head {parent.head})", field="at_seq"
+                    f"fork point {at_seq} is outside {timeline!r} (head {parent.head})",
+                    field="at_seq",
                 )
             child = _Timeline(name, timeline, at_seq)
             s.timelines[name] = child
@@ -216,7 +219,9 @@ class MemoryStore:
 
     def get_token_counts(self, event_ids: Sequence[str], tokenizer: str) -> dict[str, int]:
         with self._lock:
-            return {i: self._counts[(i, tokenizer)] for i in event_ids if (i, tokenizer) in self._counts}
+            return {
+                i: self._counts[(i, tokenizer)] for i in event_ids if (i, tokenizer) in self._counts
+            }
 
     def put_token_counts(self, tokenizer: str, counts: dict[str, int]) -> None:
         with self._lock:

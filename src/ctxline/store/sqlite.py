@@ -72,7 +72,9 @@ def check_sqlite_file(path: Path) -> None:
     with path.open("rb") as fh:
         magic = fh.read(16)
     if magic != SQLITE_MAGIC:
-        raise IntegrityError(f"{path} is not a SQLite database (bad header); the file was left untouched")
+        raise IntegrityError(
+            f"{path} is not a SQLite database (bad header); the file was left untouched"
+        )
     try:
         conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
         try:
@@ -96,21 +98,27 @@ class SQLiteBlobs:
         ref = blob_ref(data)
         with self._store._write() as conn:
             conn.execute(
-                "INSERT OR IGNORE INTO blobs(ref, size, data) VALUES (?, ?, ?)", (ref, len(data), data)
+                "INSERT OR IGNORE INTO blobs(ref, size, data) VALUES (?, ?, ?)",
+                (ref, len(data), data),
             )
         return ref
 
     def get(self, ref: str) -> bytes:
         parse_ref(ref)
         with self._store._lock:
-            row = self._store._conn.execute("SELECT data FROM blobs WHERE ref = ?", (ref,)).fetchone()
+            row = self._store._conn.execute(
+                "SELECT data FROM blobs WHERE ref = ?", (ref,)
+            ).fetchone()
         if row is None:
             raise BlobError(f"blob {ref} is missing")
         return verify(ref, bytes(row[0]))
 
     def has(self, ref: str) -> bool:
         with self._store._lock:
-            return self._store._conn.execute("SELECT 1 FROM blobs WHERE ref = ?", (ref,)).fetchone() is not None
+            return (
+                self._store._conn.execute("SELECT 1 FROM blobs WHERE ref = ?", (ref,)).fetchone()
+                is not None
+            )
 
 
 class SQLiteStore:
@@ -133,12 +141,17 @@ class SQLiteStore:
             check_sqlite_file(Path(self.path))
         try:
             self._conn = sqlite3.connect(
-                self.path, isolation_level=None, check_same_thread=False, timeout=busy_timeout_ms / 1000
+                self.path,
+                isolation_level=None,
+                check_same_thread=False,
+                timeout=busy_timeout_ms / 1000,
             )
             self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
             if not memory:
                 self._conn.execute("PRAGMA journal_mode = WAL")
-            self._conn.execute(f"PRAGMA synchronous = {'FULL' if durability == 'full' else 'NORMAL'}")
+            self._conn.execute(
+                f"PRAGMA synchronous = {'FULL' if durability == 'full' else 'NORMAL'}"
+            )
             self._conn.execute("PRAGMA foreign_keys = ON")
             with self._write() as conn:
                 apply_sqlite_migrations(conn, self._clock)
@@ -163,7 +176,9 @@ class SQLiteStore:
 
     def schema_versions(self) -> list[int]:
         with self._lock:
-            return [r[0] for r in self._conn.execute("SELECT version FROM migrations ORDER BY version")]
+            return [
+                r[0] for r in self._conn.execute("SELECT version FROM migrations ORDER BY version")
+            ]
 
     # sessions and timelines
 
@@ -216,7 +231,10 @@ class SQLiteStore:
             (session, timeline),
         ).fetchone()
         if row is None:
-            if self._conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session,)).fetchone() is None:
+            if (
+                self._conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session,)).fetchone()
+                is None
+            ):
                 raise UnknownSession(session)
             raise UnknownTimeline(session, timeline)
         return row[0], row[1], row[2]
@@ -242,7 +260,9 @@ class SQLiteStore:
             if conn.execute(
                 "SELECT 1 FROM timelines WHERE session = ? AND name = ?", (session, name)
             ).fetchone():
-                raise ValidationError(f"timeline {name!r} already exists in {session!r}", field="name")
+                raise ValidationError(
+                    f"timeline {name!r} already exists in {session!r}", field="name"
+                )
             if not 0 <= at_seq <= head:
                 raise ValidationError(
                     f"fork point {at_seq} is outside {timeline!r} (head {head})", field="at_seq"
@@ -392,10 +412,11 @@ class SQLiteStore:
                 " FROM timelines t"
             ):
                 if n != head - base or (n and top != head):
-                    problems.append(f"timeline {session}/{name}: head {head} but {n} events (max seq {top})")
+                    problems.append(
+                        f"timeline {session}/{name}: head {head} but {n} events (max seq {top})"
+                    )
         return problems
 
     def close(self) -> None:
         with self._lock:
             self._conn.close()
-
