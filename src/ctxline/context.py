@@ -19,8 +19,12 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 
-from ctxline.errors import IntegrityError, ValidationError
+from ctxline.blobs import blob_ref
+from ctxline.budget import plan_reductions
+from ctxline.compaction import COMPACTION_KINDS, plan_compaction
+from ctxline.errors import ContextOverflow, IntegrityError, ValidationError
 from ctxline.events import (
+    Compaction,
     Event,
     Guide,
     JsonValue,
@@ -28,12 +32,20 @@ from ctxline.events import (
     RequestHeader,
     Rule,
     StoredEvent,
+    ToolResult,
     Tools,
     canonical_json,
     parse_at,
 )
 from ctxline.guide import GuideRegistry
-from ctxline.prepare import Preparation, PrepareOptions, StepInputs, ViewCache, prepare
+from ctxline.prepare import (
+    Preparation,
+    PrepareOptions,
+    StepInputs,
+    ViewCache,
+    prepare,
+    view_messages,
+)
 from ctxline.render.neutral import ToolSpec
 from ctxline.sources import BranchMark
 from ctxline.store import MAIN, Store, utc_now
@@ -41,6 +53,16 @@ from ctxline.store.base import Clock
 from ctxline.tokens import TokenCounter, get_counter
 
 __all__ = ["Context", "branch_marks", "rebuild_all", "rebuild_request"]
+
+
+BLOB_MIN_CHARS = 1_024
+"""Tool results longer than this are also saved as blobs when appended."""
+
+
+def _total(prep: Preparation) -> int:
+    tokens = prep.report["tokens"]
+    assert isinstance(tokens, dict)
+    return int(tokens["total"])
 
 
 def branch_marks(store: Store, session: str, timeline: str) -> list[BranchMark]:
@@ -150,8 +172,10 @@ class Context:
         self._guide_version: str | None = None
         self._tools: list[dict[str, JsonValue]] | None = None
         self._timed_rules: dict[tuple[str, str], Rule] = {}
+        self._blob_pending: list[str] = []
         self._marks = branch_marks(store, session, timeline)
         self.refresh()
+        self._blob_pending.clear()  # events already stored had their blobs saved then
 
     @property
     def events(self) -> list[StoredEvent]:
@@ -171,6 +195,11 @@ class Context:
                 self._guide_version = e.version
             elif isinstance(e, Tools):
                 self._tools = list(e.tools)
+            elif isinstance(e, Compaction) and e.summary:
+                for kind in COMPACTION_KINDS:
+                    self.guide.register(kind)
+            elif isinstance(e, ToolResult) and len(e.content) > BLOB_MIN_CHARS:
+                self._blob_pending.append(e.content)
             elif isinstance(e, Rule):
                 key = (e.scope, e.rule_id)
                 if e.op in ("set", "replace") and e.expires_at is not None:
@@ -212,6 +241,16 @@ class Context:
         if expired:
             self.append(*(Rule(r.rule_id, "expired", scope=r.scope) for r in expired))
 
+    def _prepare(self, now: datetime, tail: Sequence[str], opts: PrepareOptions) -> Preparation:
+        return prepare(
+            self._events,
+            opts,
+            StepInputs(now=now, tail=tuple(tail)),
+            branches=self._marks,
+            counter=self.counter,
+            cache=self._cache,
+        )
+
     def prepare(
         self,
         *,
@@ -220,19 +259,19 @@ class Context:
         options: PrepareOptions | None = None,
         log: bool = True,
     ) -> Preparation:
-        """The request for the next model call; logged as a ``request`` event unless ``log=False``."""
+        """The request for the next model call; logged as a ``request`` event unless ``log=False``.
+
+        Over the pressure line the reduction ladder runs first (its edits are appended to
+        the record); :class:`~ctxline.errors.ContextOverflow` if protected content alone
+        exceeds the input limit.
+        """
         now = now or self.clock()
         self.refresh()
         self._adopt(now)
         opts = options or self.options
-        prep = prepare(
-            self._events,
-            opts,
-            StepInputs(now=now, tail=tuple(tail)),
-            branches=self._marks,
-            counter=self.counter,
-            cache=self._cache,
-        )
+        prep = self._prepare(now, tail, opts)
+        if _total(prep) > int(opts.input_limit * opts.pressure):
+            prep = self._reduce(prep, now, tail, opts)
         if log:
             (stored,) = self.append(prep.header)
             prep = (
@@ -241,6 +280,71 @@ class Context:
                 else prep
             )
         return prep
+
+    def _reduce(
+        self, prep: Preparation, now: datetime, tail: Sequence[str], opts: PrepareOptions
+    ) -> Preparation:
+        limit = opts.input_limit
+        target = int(limit * opts.target)
+        for attempt in range(2):
+            view = view_messages(self._cache, self.counter)
+            total = _total(prep)
+            history = sum(vm.tokens for vm in view)
+            handles = {
+                vm.message.seq: blob_ref(ev.content.encode())
+                for vm in view
+                if vm.message.role == "tool"
+                and vm.message.seq
+                and isinstance(ev := self._events[vm.message.seq - 1].event, ToolResult)
+            }
+            reductions, estimate = plan_reductions(
+                view,
+                total=total,
+                target=target if attempt == 0 else int(limit * 0.95),
+                counter=self.counter,
+                events=self._events,
+                edits=self._cache.edits,
+                keep_groups=opts.keep_groups if attempt == 0 else 0,
+                handle_of=handles,
+            )
+            if estimate > target and attempt == 0:
+                compact = self._cache.edits.compact
+                compaction = plan_compaction(
+                    view,
+                    self._events,
+                    fixed_tokens=total - history,
+                    target=target,
+                    counter=self.counter,
+                    summary_tokens=opts.summary_tokens,
+                    previous_upto=compact.upto_seq if compact is not None else 0,
+                )
+                if compaction is not None:
+                    reductions = [r for r in reductions if r.action == "fold"] + [compaction]
+                    self._register_compaction()
+            if not reductions:
+                break
+            for r in reductions:
+                for seq in r.seqs:
+                    content = self._events[seq - 1].event
+                    if isinstance(content, ToolResult):
+                        self.store.blobs.put(content.content.encode())
+            self.append(*reductions)
+            prep = self._prepare(now, tail, opts)
+            if _total(prep) <= limit:
+                return prep
+        if _total(prep) > limit:
+            tokens = prep.report["tokens"]
+            raise ContextOverflow(
+                limit, {k: int(tokens[k]) for k in ("tools", "system", "history", "tail")}
+            )
+        return prep
+
+    def _register_compaction(self) -> None:
+        for kind in COMPACTION_KINDS:
+            self.guide.register(kind)
+        version = self.guide.version()
+        if version != self._guide_version:
+            self.append(Guide(version, self.guide.compose()))
 
     def requests(self) -> list[RequestHeader]:
         self.refresh()

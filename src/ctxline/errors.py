@@ -9,6 +9,7 @@ from __future__ import annotations
 __all__ = [
     "BlobError",
     "Conflict",
+    "ContextOverflow",
     "CtxlineError",
     "DuplicateEventId",
     "IntegrityError",
@@ -120,6 +121,20 @@ class IntegrityError(CtxlineError):
 
 class BlobError(CtxlineError):
     """A blob that is missing or whose bytes do not match their hash."""
+
+
+class ContextOverflow(CtxlineError):
+    """Required content alone exceeds the input limit; names each section and its tokens."""
+
+    def __init__(self, limit: int, sections: dict[str, int]) -> None:
+        self.limit = limit
+        self.sections = dict(sections)
+        total = sum(sections.values())
+        parts = ", ".join(f"{name} {n:,}" for name, n in sections.items())
+        super().__init__(
+            f"the request needs {total:,} tokens but the input limit is {limit:,} ({parts});"
+            " nothing more can be removed without dropping protected content"
+        )
 
 
 class TokenizerUnavailable(CtxlineError):

@@ -23,18 +23,23 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from functools import cached_property
 from typing import Any, Literal
 
+from ctxline.blobs import blob_ref
+from ctxline.budget import ViewEdits, ViewMessage, fold_reference, preview
+from ctxline.compaction import compaction_block
 from ctxline.errors import ValidationError
 from ctxline.events import (
     Guide,
     JsonValue,
+    Reduction,
     RequestHeader,
     StoredEvent,
     SystemMessage,
+    ToolResult,
     Tools,
     canonical_json,
     format_at,
@@ -71,6 +76,12 @@ class PrepareOptions:
     target: float = 0.6
     cache: bool = True
     """Anthropic: put cache_control breakpoints at the end of the prefix and of history."""
+    offload_tokens: int = 4_000
+    """A tool result over this many tokens shows as a preview and a handle (0: never)."""
+    keep_groups: int = 2
+    """The most recent assistant groups, whose results are never trimmed."""
+    summary_tokens: int = 2_000
+    """The most a compaction summary may take."""
 
     def __post_init__(self) -> None:
         if self.provider not in ("openai", "anthropic"):
@@ -149,6 +160,7 @@ def message_text(message: NeutralMessage) -> str:
 @dataclass
 class _Previous:
     step: int
+    frozen: list[NeutralMessage]
     frozen_count: int
     generation: int
     fingerprint: tuple[str, str]
@@ -174,15 +186,22 @@ class ViewCache:
     openai: OpenAIAssembler = field(default_factory=OpenAIAssembler)
     anthropic: AnthropicAssembler = field(default_factory=AnthropicAssembler)
     previous: _Previous | None = None
-    counts: dict[str, int] = field(default_factory=dict)
     counter_name: str = ""
+    edits: ViewEdits = field(default_factory=ViewEdits.empty)
+    compact_shown: bool = False
+    content_tokens: dict[int, int] = field(default_factory=dict)
+    handles: dict[int, str] = field(default_factory=dict)
+    actions: list[Reduction] = field(default_factory=list)
 
     def reset(self) -> None:
-        generation = self.generation + 1
+        """Forget the rendered view (it is rebuilt on the next prepare); keeps the previous request."""
+        generation, previous, counter_name = self.generation + 1, self.previous, self.counter_name
+        content_tokens = self.content_tokens if counter_name else {}
         fresh = ViewCache()
         for name in self.__dataclass_fields__:
             setattr(self, name, getattr(fresh, name))
-        self.generation = generation
+        self.generation, self.previous, self.counter_name = generation, previous, counter_name
+        self.content_tokens = content_tokens
 
 
 def _tool_specs(event: Tools) -> tuple[ToolSpec, ...]:
@@ -199,13 +218,64 @@ def _tool_specs(event: Tools) -> tuple[ToolSpec, ...]:
     return tuple(specs)
 
 
-def _feed(cache: ViewCache, events: Sequence[StoredEvent], marks: Sequence[BranchMark]) -> None:
+def _result_view(
+    cache: ViewCache,
+    stored: StoredEvent,
+    event: ToolResult,
+    options: PrepareOptions,
+    counter: TokenCounter,
+) -> StoredEvent:
+    """The result as the view shows it: folded, trimmed, offloaded or whole."""
+    seq = stored.seq
+    later = cache.edits.folded.get(seq)
+    if later is not None:
+        content = fold_reference(event.name or "the tool", later)
+        return replace(stored, event=replace(event, content=content))
+    trimmed = seq in cache.edits.trimmed
+    offload = options.offload_tokens > 0 and len(event.content) > options.offload_tokens
+    if not (trimmed or offload):
+        return stored
+    tokens = cache.content_tokens.get(seq)
+    if tokens is None:
+        tokens = cache.content_tokens[seq] = counter.count(event.content)
+    if not trimmed and tokens <= options.offload_tokens:
+        return stored
+    handle = cache.handles.get(seq)
+    if handle is None:
+        handle = cache.handles[seq] = blob_ref(event.content.encode())
+    return replace(
+        stored, event=replace(event, content=preview(event.content, handle, tokens=tokens))
+    )
+
+
+def _show_compaction(cache: ViewCache, events: Sequence[StoredEvent]) -> None:
+    compact = cache.edits.compact
+    if compact is not None and not cache.compact_shown:
+        text = compaction_block(compact, events, cache.handles)
+        cache.builder.add(NeutralMessage("user", text))
+        cache.compact_shown = True
+
+
+def _feed(
+    cache: ViewCache,
+    events: Sequence[StoredEvent],
+    marks: Sequence[BranchMark],
+    options: PrepareOptions,
+    counter: TokenCounter,
+) -> None:
     """Bring the cache up to the end of ``events``, restarting if they are not its continuation."""
     if cache.fed_seq:
         at = cache.fed_seq - 1
         if at >= len(events) or events[at].id != cache.fed_id or events[at].seq != cache.fed_seq:
             cache.reset()
+        elif any(isinstance(ev.event, Reduction) for ev in events[cache.fed_seq :]):
+            cache.reset()  # a reduction rewrites earlier parts of the view: render it again
+    if cache.fed_seq == 0:
+        for stored in events:
+            if isinstance(stored.event, Reduction):
+                cache.edits.apply(stored.event)
     pending_marks = sorted(marks, key=lambda m: m.fork_seq)
+    compact = cache.edits.compact
     for event in events[cache.fed_seq :]:
         while (
             cache.marks_fed < len(pending_marks)
@@ -214,6 +284,8 @@ def _feed(cache: ViewCache, events: Sequence[StoredEvent], marks: Sequence[Branc
             cache.builder.add(NeutralMessage("user", render_branch(pending_marks[cache.marks_fed])))
             cache.marks_fed += 1
         ev = event.event
+        if compact is not None and event.seq > compact.upto_seq:
+            _show_compaction(cache, events)
         if isinstance(ev, SystemMessage):
             cache.system_texts.append(ev.text)
         elif isinstance(ev, Guide):
@@ -222,14 +294,32 @@ def _feed(cache: ViewCache, events: Sequence[StoredEvent], marks: Sequence[Branc
             cache.tools = _tool_specs(ev)
         elif isinstance(ev, RequestHeader):
             cache.last_step = ev.step
-        cache.builder.feed(event)
+            cache.actions = []
+        elif isinstance(ev, Reduction):
+            cache.actions.append(ev)
         cache.fed_seq, cache.fed_id = event.seq, event.id
+        if cache.edits.hidden(event.seq) or isinstance(ev, SystemMessage):
+            continue
+        if isinstance(ev, ToolResult):
+            event = _result_view(cache, event, ev, options, counter)
+        cache.builder.feed(event)
+    if compact is not None and cache.fed_seq >= compact.upto_seq:
+        _show_compaction(cache, events)
     while (
         cache.marks_fed < len(pending_marks)
         and pending_marks[cache.marks_fed].fork_seq <= cache.fed_seq
     ):
         cache.builder.add(NeutralMessage("user", render_branch(pending_marks[cache.marks_fed])))
         cache.marks_fed += 1
+
+
+def view_messages(cache: ViewCache, counter: TokenCounter) -> list[ViewMessage]:
+    """The history of the last prepared view, message by message with its tokens."""
+    frozen = [
+        ViewMessage(m, t) for m, t in zip(cache.builder.frozen, cache.frozen_tokens, strict=True)
+    ]
+    live = cache.builder.open_messages()
+    return frozen + [ViewMessage(m, t) for m, t in zip(live, _count(counter, live), strict=True)]
 
 
 def _count(counter: TokenCounter, messages: Sequence[NeutralMessage]) -> list[int]:
@@ -258,7 +348,7 @@ def prepare(
     if cache.counter_name and cache.counter_name != counter.name:
         cache.reset()
     cache.counter_name = counter.name
-    _feed(cache, events, branches)
+    _feed(cache, events, branches, options, counter)
     builder = cache.builder
 
     frozen = builder.frozen
@@ -339,16 +429,30 @@ def prepare(
             "over_pressure": total > int(limit * options.pressure),
             "over_limit": total > limit,
         },
-        "actions": [],
+        "actions": [_action(r) for r in cache.actions],
         "prefix": prefix,
         "messages": len(frozen) + len(live),
         "pairing": _pairing(builder),
         "guide_version": cache.guide.version if cache.guide is not None else None,
     }
-    cache.previous = _Previous(step, len(frozen), cache.generation, fingerprint, live, inputs.tail)
+    cache.previous = _Previous(
+        step, frozen, len(frozen), cache.generation, fingerprint, live, inputs.tail
+    )
     upto = events[-1].seq if events else 0
     header = RequestHeader(step, upto, parts.sha256, options.to_json(), inputs.to_json(), report)
     return Preparation(parts, parts.sha256, report, header, cache.guide)
+
+
+def _action(reduction: Reduction) -> dict[str, JsonValue]:
+    out: dict[str, JsonValue] = {"action": reduction.action, "saved_tokens": reduction.saved_tokens}
+    if reduction.action == "fold":
+        out["events"] = sorted(int(k) for k in reduction.refs)
+    elif reduction.action == "trim":
+        out["events"] = list(reduction.seqs)
+    else:
+        out["upto_seq"] = reduction.upto_seq
+        out["kept"] = list(reduction.keep)
+    return out
 
 
 def _pairing(builder: HistoryBuilder) -> dict[str, JsonValue]:
@@ -378,19 +482,41 @@ def _prefix_report(
             "shared_messages": 0,
             "first_difference": None,
         }
-    if prev.generation != cache.generation:
-        return _broken(prev, 0, 0, "history", "the view was rebuilt from the record")
     if fingerprint[1] != prev.fingerprint[1]:
         return _broken(prev, 0, 0, "tools", "the tool schemas changed")
     if fingerprint[0] != prev.fingerprint[0]:
         return _broken(prev, 0, 0, "system", "the system prompt changed (persona or guide)")
+    if prev.generation != cache.generation:  # the view was rendered again: compare it whole
+        old = [*prev.frozen[: prev.frozen_count], *prev.live]
+        new = [*frozen, *live]
+        new_tokens = [*cache.frozen_tokens, *live_tokens]
+        same = 0
+        for a, b in zip(old, new, strict=False):
+            if a != b:
+                break
+            same += 1
+        shared_tokens = prefix_tokens + sum(new_tokens[:same])
+        if same == len(old):
+            return {
+                "previous_step": prev.step,
+                "shared_tokens": shared_tokens,
+                "shared_messages": same,
+                "first_difference": None,
+            }
+        is_tail = bool(prev.tail) and same == len(old) - 1
+        reason = (
+            "the tail is replaced on every step"
+            if is_tail
+            else "a reduction rewrote the view from here"
+        )
+        return _broken(prev, same, shared_tokens, "tail" if is_tail else "history", reason)
     # everything frozen at the previous step is still there; compare what was live then
     shared = prev.frozen_count
     now_messages = [*frozen[prev.frozen_count :], *live]
     now_tokens = [*cache.frozen_tokens[prev.frozen_count :], *live_tokens]
     shared_tokens = prefix_tokens + cache.frozen_prefix_sum[prev.frozen_count]
-    for i, old in enumerate(prev.live):
-        if i >= len(now_messages) or now_messages[i] != old:
+    for i, before in enumerate(prev.live):
+        if i >= len(now_messages) or now_messages[i] != before:
             is_tail = i >= len(prev.live) - (1 if prev.tail else 0)
             reason = (
                 "the tail is replaced on every step" if is_tail else "a history message changed"

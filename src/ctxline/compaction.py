@@ -1,0 +1,208 @@
+"""Compaction: the oldest span of the view becomes a summary, a digest and a re-affirmation.
+
+DESIGN §7 and seeds 000/003. The cut falls only between groups (an assistant message
+and all its results are one group). The original task and — as far as a quarter of
+the target allows, newest first — later user messages stay verbatim. The summary is
+made from the record, never from the trimmed view; the digest lists tools used,
+saved outputs and files touched; the re-affirmation restates only the rules still in
+force (in their latest form) and the current state values, so a revoked rule or a
+cleared value can never come back through a summary. The guide says re-affirmation
+is not a new change and grants nothing.
+
+The default summarizer is extractive and deterministic (offline). A summarizer is any
+callable ``(events, max_tokens, counter) -> str``; its text is escaped like tool output.
+
+    reduction = plan_compaction(view, events, ...)
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Callable, Sequence
+
+from ctxline.budget import ViewMessage, _groups
+from ctxline.events import (
+    AssistantMessage,
+    Notification,
+    Reduction,
+    StoredEvent,
+    ToolResult,
+    UserMessage,
+)
+from ctxline.guide import MessageKind
+from ctxline.render.openai import arguments_text
+from ctxline.sources import current_state, render_rule, render_state, valid_rules
+from ctxline.tags import element, escape
+from ctxline.tokens import TokenCounter
+
+__all__ = [
+    "COMPACTION_KINDS",
+    "Summarizer",
+    "compaction_block",
+    "extractive_summary",
+    "plan_compaction",
+]
+
+Summarizer = Callable[[Sequence[StoredEvent], int, TokenCounter], str]
+
+COMPACTION_KINDS = (
+    MessageKind(
+        "ctx-summary",
+        "a summary of earlier history that was compacted",
+        "It stands for the events it covers; the messages after it continue from there.",
+    ),
+    MessageKind(
+        "ctx-digest",
+        "tools used, saved outputs and files touched in the compacted span",
+        "Read a saved output with read_result when you need its content.",
+    ),
+    MessageKind(
+        "ctx-reaffirm",
+        "the rules still in force and the current state values as of the summary",
+        "It restates the present; it is not a new change and grants no permission.",
+    ),
+)
+
+_FILE_KEYS = ("path", "file_path", "filename", "file", "notebook_path")
+_FILE_IN_TEXT = re.compile(r"(?<![\w/.-])((?:[\w.-]+/)*[\w-]+\.(?:py|js|ts|tsx|jsx|go|rs|java|c|h|cpp|md|txt|json|yaml|yml|toml|cfg|ini|sh|rb|ex|exs|html|css))\b")
+
+
+def _clip(text: str, width: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def extractive_summary(events: Sequence[StoredEvent], max_tokens: int, counter: TokenCounter) -> str:
+    """A deterministic line-per-step digest of ``events``, kept within ``max_tokens``.
+
+    When it is too long the oldest lines go first (a marker says how many).
+    """
+    calls: dict[str, tuple[str, str]] = {}
+    lines: list[str] = []
+    for ev in events:
+        e = ev.event
+        if isinstance(e, UserMessage):
+            lines.append(f"[{ev.seq}] user: {_clip(e.text, 300)}")
+        elif isinstance(e, AssistantMessage):
+            if e.text.strip():
+                lines.append(f"[{ev.seq}] assistant: {_clip(e.text, 200)}")
+            for call in e.tool_calls:
+                calls[call.id] = (call.name, _clip(arguments_text(call.arguments), 120))
+        elif isinstance(e, ToolResult):
+            name, args = calls.get(e.call_id, (e.name or "tool", ""))
+            status = "error" if e.is_error else "ok"
+            first = next((line for line in e.content.splitlines() if line.strip()), "")
+            lines.append(f"[{ev.seq}] {name}({args}) → {status}: {_clip(first, 120)}")
+        elif isinstance(e, Notification):
+            lines.append(f"[{ev.seq}] notification from {e.source}: {_clip(e.text, 160)}")
+    head = f"Summary of record seq 1–{events[-1].seq if events else 0} (extractive, made by ctxline from the record):"
+    costs = [counter.count(line) + 1 for line in lines]
+    budget = max_tokens - counter.count(head) - 16
+    if sum(costs) <= budget:
+        return "\n".join([head, *lines])
+    kept: list[str] = []
+    used = 0
+    for line, cost in zip(reversed(lines), reversed(costs), strict=True):
+        if used + cost > budget:
+            break
+        kept.append(line)
+        used += cost
+    kept.reverse()
+    omitted = len(lines) - len(kept)
+    return "\n".join([head, f"… {omitted:,} earlier steps omitted …", *kept])
+
+
+def digest(events: Sequence[StoredEvent], handles: dict[int, str]) -> str:
+    tools: Counter[str] = Counter()
+    files: dict[str, None] = {}
+    for ev in events:
+        e = ev.event
+        if isinstance(e, AssistantMessage):
+            for call in e.tool_calls:
+                tools[call.name] += 1
+                args = call.arguments
+                if isinstance(args, dict):
+                    for key in _FILE_KEYS:
+                        value = args.get(key)
+                        if isinstance(value, str) and value:
+                            files[value] = None
+                text = arguments_text(args)
+                for match in _FILE_IN_TEXT.findall(text[:2000]):
+                    files[match] = None
+    saved = [f"seq {seq}: {ref}" for seq, ref in sorted(handles.items()) if seq <= (events[-1].seq if events else 0)]
+    parts = [
+        "tools used: " + (", ".join(f"{name} ×{n}" for name, n in sorted(tools.items())) or "none"),
+        "saved outputs (read_result): " + ("; ".join(saved[-12:]) or "none"),
+        "files touched: " + (", ".join(list(files)[-25:]) or "none"),
+    ]
+    return "\n".join(parts)
+
+
+def compaction_block(
+    reduction: Reduction, events: Sequence[StoredEvent], handles: dict[int, str]
+) -> str:
+    """The user-role message that stands for the compacted span."""
+    span = events[: reduction.upto_seq]
+    affirm = [render_rule(rule) for rule in valid_rules(span).values()]
+    affirm += [render_state(state) for state in current_state(span).values()]
+    blocks = [
+        element("ctx-summary", escape(reduction.summary), upto_seq=str(reduction.upto_seq)),
+        element("ctx-digest", escape(digest(span, handles))),
+        element("ctx-reaffirm", "\n" + "\n".join(affirm) + "\n" if affirm else ""),
+    ]
+    return "\n".join(blocks)
+
+
+def plan_compaction(
+    view: Sequence[ViewMessage],
+    events: Sequence[StoredEvent],
+    *,
+    fixed_tokens: int,
+    target: int,
+    counter: TokenCounter,
+    summary_tokens: int,
+    previous_upto: int,
+    summarizer: Summarizer = extractive_summary,
+) -> Reduction | None:
+    """The compaction that brings the view under ``target``, or None if there is no span to cut.
+
+    ``fixed_tokens`` is what the request costs outside history (tools, system, tail).
+    """
+    task_seq = next((ev.seq for ev in events if isinstance(ev.event, UserMessage)), None)
+    task_tokens = next((vm.tokens for vm in view if task_seq and vm.message.seq == task_seq), 0)
+    budget_summary = min(summary_tokens, max(200, target // 5))
+    reserve = fixed_tokens + task_tokens + budget_summary + 200  # digest and re-affirmation
+    user_budget = target // 4
+    recent_budget = target - reserve - user_budget // 2
+    groups = _groups(view)
+    kept_from = len(view)
+    used = 0
+    for start, end in reversed(groups):
+        cost = sum(vm.tokens for vm in view[start:end])
+        first = view[start].message
+        if first.seq <= previous_upto or used + cost > recent_budget:
+            break
+        used += cost
+        kept_from = start
+    # the cut falls before the first kept message (or after everything)
+    upto = view[kept_from].message.seq - 1 if kept_from < len(view) else events[-1].seq
+    if upto <= previous_upto or (task_seq is not None and upto < task_seq):
+        return None
+    keep: list[int] = []
+    if task_seq is not None:
+        keep.append(task_seq)
+    spent = 0
+    for vm in reversed(view[:kept_from]):
+        seq = vm.message.seq
+        event = events[seq - 1].event if seq else None
+        if isinstance(event, UserMessage) and seq != task_seq and seq <= upto:
+            if spent + vm.tokens > user_budget:
+                break
+            keep.append(seq)
+            spent += vm.tokens
+    keep.sort()
+    span = [ev for ev in events[:upto] if ev.seq not in keep]
+    summary = summarizer(span, budget_summary, counter)
+    return Reduction("compact", upto_seq=upto, keep=tuple(keep), summary=summary, meta={"summarizer": getattr(summarizer, "__name__", "custom"), "kept_recent_tokens": used})
+

@@ -1,0 +1,156 @@
+"""Replace or append the status bar: seed 001's cache cost model.
+
+Why: a status bar can be *replaced* (one copy at the tail, removed and re-added on each
+update) or *appended* (each update stays in history). Replacing invalidates the cache
+from the old status's position on, so the R tokens appended since the last update are
+read again at full price; appending keeps the prefix stable but every stale copy is
+read again (at the cached price) on every later update. With
+
+- ``S``: tokens of one status block,
+- ``R``: tokens appended between two updates (what replacing makes uncached again),
+- ``N``: expected number of updates,
+- ``alpha``: cached-read price as a fraction of the normal input price,
+
+seed 001 gives, in units of the normal input price per token::
+
+    C_replace ≈ (N - 1)(1 - alpha) R          C_append ≈ alpha S N (N - 1) / 2
+
+and prefers append exactly when ``alpha S N / 2 < (1 - alpha) R`` (equality: replace, the one
+that keeps a single, current status). A provider that charges cache *writes* extra
+(Anthropic: 1.25x for the 5-minute cache) pays ``write_premium`` instead of 1 for the
+re-processed R tokens: ``C_replace ≈ (N - 1)(w - alpha) R``; ``w = 1`` is the seed's formula.
+The model leaves out context occupancy and the ambiguity of stale copies (seed 001).
+
+    >>> choose_strategy(alpha=0.1, S=200, R=3_000, N=20).strategy
+    'append'
+    >>> choose_strategy(alpha=0.1, S=2_000, R=300, N=20).strategy
+    'replace'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Literal
+
+from ctxline.errors import ValidationError
+from ctxline.events import JsonValue
+
+__all__ = [
+    "DEFAULT_EXPECTED_UPDATES",
+    "PROVIDER_PRICING",
+    "CachePricing",
+    "Decision",
+    "append_cost",
+    "choose_strategy",
+    "decide_for_provider",
+    "replace_cost",
+]
+
+Strategy = Literal["replace", "append"]
+
+DEFAULT_EXPECTED_UPDATES = 30
+"""N when the app gives none: a guess, meant to be configured (or measured per session)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CachePricing:
+    alpha: float
+    """Cached-read price / normal input price."""
+    write_premium: float = 1.0
+    """Cache-write price / normal input price (1.0 where writes cost nothing extra)."""
+    note: str = ""
+
+
+PROVIDER_PRICING: Mapping[str, CachePricing] = {
+    "anthropic": CachePricing(0.1, 1.25, "5-minute cache: reads 0.1x, writes 1.25x"),
+    "anthropic-1h": CachePricing(0.1, 2.0, "1-hour cache: reads 0.1x, writes 2x"),
+    "openai": CachePricing(
+        0.5,
+        1.0,
+        "automatic caching; 0.5x on the GPT-4o generation, 0.25x on GPT-4.1, 0.1x on GPT-5",
+    ),
+    "deepseek": CachePricing(0.26, 1.0, "older pricing about 0.26x; V4 at 0.02x or less"),
+}
+"""Defaults per provider (REFERENCES.md); pass your own table or ``alpha`` to override."""
+
+
+def _check(alpha: float, S: float, R: float, N: float, write_premium: float) -> None:
+    if not 0.0 <= alpha <= 1.0:
+        raise ValidationError(f"alpha must be within [0, 1], got {alpha!r}", field="alpha")
+    if write_premium < 1.0:
+        raise ValidationError(
+            f"write_premium must be >= 1, got {write_premium!r}", field="write_premium"
+        )
+    for name, value in (("S", S), ("R", R), ("N", N)):
+        if value < 0:
+            raise ValidationError(f"{name} must be >= 0, got {value!r}", field=name)
+
+
+def replace_cost(alpha: float, R: float, N: float, write_premium: float = 1.0) -> float:
+    """``(N - 1)(w - alpha)R``: extra input cost of replacing the status N times."""
+    return max(N - 1, 0) * (write_premium - alpha) * R
+
+
+def append_cost(alpha: float, S: float, N: float) -> float:
+    """``alpha S N (N - 1) / 2``: cost of re-reading the stale copies when appending N times."""
+    return alpha * S * N * max(N - 1, 0) / 2
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    strategy: Strategy
+    c_replace: float
+    c_append: float
+    inputs: dict[str, JsonValue]
+
+    def to_json(self) -> dict[str, JsonValue]:
+        return {
+            "strategy": self.strategy,
+            "c_replace": self.c_replace,
+            "c_append": self.c_append,
+            "inputs": dict(self.inputs),
+        }
+
+
+def choose_strategy(
+    alpha: float, S: float, R: float, N: float, write_premium: float = 1.0
+) -> Decision:
+    """``append`` when ``C_append < C_replace``, else ``replace`` (see the module doc)."""
+    _check(alpha, S, R, N, write_premium)
+    c_rep = replace_cost(alpha, R, N, write_premium)
+    c_app = append_cost(alpha, S, N)
+    # decide on the exact values of the given numbers, so the flip is exactly at the boundary
+    a, s, r, n, w = (Fraction(x) for x in (alpha, S, R, N, write_premium))
+    steps = max(n - 1, Fraction(0))
+    exact_append = a * s * n * steps / 2
+    exact_replace = steps * (w - a) * r
+    inputs: dict[str, JsonValue] = {
+        "alpha": alpha,
+        "write_premium": write_premium,
+        "S": S,
+        "R": R,
+        "N": N,
+    }
+    return Decision("append" if exact_append < exact_replace else "replace", c_rep, c_app, inputs)
+
+
+def decide_for_provider(
+    provider: str,
+    S: float,
+    R: float,
+    N: float = DEFAULT_EXPECTED_UPDATES,
+    *,
+    pricing: Mapping[str, CachePricing] = PROVIDER_PRICING,
+) -> Decision:
+    """:func:`choose_strategy` with ``alpha`` and ``write_premium`` from ``pricing[provider]``."""
+    found = pricing.get(provider)
+    if found is None:
+        raise ValidationError(
+            f"no cache pricing for provider {provider!r} (known: {', '.join(pricing)})",
+            field="provider",
+        )
+    decision = choose_strategy(found.alpha, S, R, N, found.write_premium)
+    decision.inputs["provider"] = provider
+    return decision
