@@ -1,4 +1,4 @@
-# ruff: noqa: RUF001  (full-width punctuation in the Chinese sample)
+
 """Token counting throughput and the estimator's error; prints one JSON object.
 
     .venv/bin/python benchmarks/bench_tokens.py [DATA_DIR]

@@ -14,7 +14,7 @@ from ctxline.store import MemoryStore, SQLiteStore, Store
 
 REPO = Path(__file__).resolve().parents[1]
 
-BACKENDS = ["memory", "sqlite"]
+BACKENDS = ["memory", "sqlite", "postgres"]
 
 
 class FakeClock:
@@ -39,6 +39,13 @@ def make_store(kind: str, tmp_path: Path) -> Store:
         return MemoryStore(clock=FakeClock(), new_id=counter_ids())
     if kind == "sqlite":
         return SQLiteStore(tmp_path / "contract.db", clock=FakeClock(), new_id=counter_ids())
+    if kind == "postgres":  # a fresh schema on $CTXLINE_TEST_PG or a throwaway server
+        import pg_server
+
+        pg_server.require_psycopg()
+        from ctxline.store.postgres import PostgresStore
+
+        return PostgresStore(pg_server.fresh_dsn(), clock=FakeClock(), new_id=counter_ids())
     raise AssertionError(kind)
 
 

@@ -435,8 +435,8 @@ def test_every_replayed_real_request_rebuilds_byte_for_byte(
             seen.add(session.id)
             store = MemoryStore()
             logged = {
-                p.header.step: p.sha256
-                for p in replay_session(store, session, options=options, counter=BYTES)
+                s.prep.header.step: s.prep.sha256
+                for s in replay_session(store, session, options=options, counter=BYTES)
             }
             c = Context(store, session.id, options=options, counter=BYTES)
             rebuilt = {header.step: prep.sha256 for header, prep in c.rebuild_all()}

@@ -55,7 +55,7 @@ CORPUS = [
     "def fib(n: int) -> int:\n    return n if n < 2 else fib(n - 1) + fib(n - 2)\n",
     '{"name": "search", "arguments": {"query": "flights SFO→JFK", "limit": 10}}',
     "    indented\n\n\n\ttabs\r\nwindows line\r\n   trailing   ",
-    "请帮我取消我的订阅计划，并退还上个月的费用。谢谢！",  # noqa: RUF001
+    "请帮我取消我的订阅计划，并退还上个月的费用。谢谢！",
     "日本語のテキストと한국어 텍스트, and العربية too.",
     "emoji 🎉👩‍👩‍👧‍👦🏳️‍🌈 and flags 🇯🇵🇺🇸, combining é vs é",
     "<|endoftext|> is special, as are <|endofprompt|><|fim_prefix|><|fim_middle|><|fim_suffix|>",

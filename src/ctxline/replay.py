@@ -2,29 +2,65 @@
 
 At each point where the recorded agent called its model (just before each assistant
 message), the events so far are appended and :meth:`Context.prepare` builds the
-request ctxline would have sent; then the recorded reply and results are appended.
-The request time is the append time of the newest event, so a replay is repeatable.
+request ctxline would have sent — reductions included; then the recorded reply and
+results are appended. The request time is the append time of the newest event, so a
+replay is repeatable. :class:`ReplayStats` measures each request the way the peer
+harness in ``../shared/peers`` does (message-granularity prefix reuse, cache breaks,
+billed input at α for cached tokens).
 
+    stats = ReplayStats(alpha=0.1)
     for step in replay_session(store, session, options=PrepareOptions(model="gpt-4.1")):
-        print(step.report["tokens"]["total"])
+        stats.add(step)
 """
 
 from __future__ import annotations
 
+import statistics
+import time
+from collections import Counter
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 from ctxline.context import Context
 from ctxline.events import AssistantMessage, Pending, UserMessage
 from ctxline.importers import ImportedSession
-from ctxline.prepare import Preparation, PrepareOptions
+from ctxline.prepare import Preparation, PrepareOptions, view_messages
+from ctxline.render.neutral import NeutralMessage
 from ctxline.store import Store
+from ctxline.tags import escape
 from ctxline.tokens import TokenCounter
 
-__all__ = ["REPLAY_EPOCH", "replay_session"]
+__all__ = ["REPLAY_EPOCH", "ReplayStats", "ReplayStep", "pairing_errors", "replay_session"]
 
 REPLAY_EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 """The request time used when a trajectory has no timestamps."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayStep:
+    """One prepared request of a replay, with what the metrics need from the view."""
+
+    session: str
+    prep: Preparation
+    ms: float
+    messages: list[NeutralMessage]
+    task_kept: bool
+
+
+def pairing_errors(messages: list[NeutralMessage]) -> int:
+    """Results without their call before them, plus calls without a result (the peers' count)."""
+    calls: set[str] = set()
+    answered: set[str] = set()
+    errors = 0
+    for m in messages:
+        if m.role == "tool":
+            if m.call_id not in calls:
+                errors += 1
+            answered.add(m.call_id)
+        calls.update(c.id for c in m.tool_calls)
+    return errors + len(calls - answered)
 
 
 def replay_session(
@@ -33,9 +69,18 @@ def replay_session(
     *,
     options: PrepareOptions,
     counter: TokenCounter | None = None,
-) -> Iterator[Preparation]:
-    """Import ``session`` into ``store`` step by step, yielding each prepared request."""
-    ctx = Context(store, session.id, options=options, counter=counter)
+    session_id: str | None = None,
+    keep_ids: bool = True,
+) -> Iterator[ReplayStep]:
+    """Append ``session`` to ``store`` step by step, yielding each prepared request.
+
+    ``session_id`` stores it under another id; ``keep_ids=False`` drops the recorded
+    client ids (so one file can be replayed many times into one database).
+    """
+    sid = session_id or session.id
+    ctx = Context(store, sid, options=options, counter=counter)
+    task = next((p.event.text for p in session.events if isinstance(p.event, UserMessage)), None)
+    task_view = None if task is None else escape(task)
     batch: list[Pending] = []
     seen_user = False
     for pending in session.events:
@@ -44,8 +89,101 @@ def replay_session(
                 ctx.append(*batch)
                 batch = []
             now = ctx.events[-1].at if ctx.events else REPLAY_EPOCH
-            yield ctx.prepare(now=now)
+            started = time.perf_counter()
+            prep = ctx.prepare(now=now)
+            ms = (time.perf_counter() - started) * 1000
+            messages = [vm.message for vm in view_messages(ctx._cache, ctx.counter)]
+            kept = task_view is not None and any(
+                m.role == "user" and m.text == task_view for m in messages
+            )
+            yield ReplayStep(sid, prep, ms, messages, kept)
         seen_user = seen_user or isinstance(pending.event, UserMessage)
-        batch.append(pending)
+        batch.append(pending if keep_ids else Pending(pending.event, None, pending.at))
     if batch:
         ctx.append(*batch)
+
+
+@dataclass
+class ReplayStats:
+    """The replay figures, accumulated step by step (see ``ctxline replay --json``)."""
+
+    alpha: float = 0.1
+    input_limit: int = 0
+    trajectories: int = 0
+    steps: int = 0
+    peak_tokens: int = 0
+    total_tokens: int = 0
+    reused_tokens: int = 0
+    over_limit_steps: int = 0
+    pairing_errors: int = 0
+    empty_views: int = 0
+    task_kept_steps: int = 0
+    breaks: int = 0
+    actions: Counter[str] = field(default_factory=Counter)
+    offloads: set[tuple[str, int]] = field(default_factory=set)
+    ms: list[float] = field(default_factory=list)
+    per_step: list[dict[str, Any]] = field(default_factory=list)
+    keep_steps: bool = False
+
+    def add(self, step: ReplayStep) -> None:
+        report = step.prep.report
+        tokens, budget, prefix = report["tokens"], report["budget"], report["prefix"]
+        total = int(tokens["total"])
+        self.input_limit = int(budget["input_limit"])
+        reused = int(prefix["shared_tokens"]) if prefix["previous_step"] is not None else 0
+        broke = prefix["previous_step"] is not None and prefix["first_difference"] is not None
+        self.steps += 1
+        self.peak_tokens = max(self.peak_tokens, total)
+        self.total_tokens += total
+        self.reused_tokens += reused
+        self.over_limit_steps += total > self.input_limit
+        self.pairing_errors += pairing_errors(step.messages)
+        self.empty_views += not any(m.role in ("user", "assistant", "tool") for m in step.messages)
+        self.task_kept_steps += step.task_kept
+        self.breaks += broke
+        for action in report["actions"]:
+            self.actions[str(action["action"])] += 1
+        for m in step.messages:
+            if m.role == "tool" and m.text.startswith("[output shown as a preview") and m.seq:
+                self.offloads.add((step.session, m.seq))
+        self.ms.append(step.ms)
+        if self.keep_steps:
+            self.per_step.append(
+                {
+                    "session": step.session,
+                    "step": report["step"],
+                    "tokens": tokens,
+                    "limit": self.input_limit,
+                    "reused": reused,
+                    "break": broke,
+                    "actions": [a["action"] for a in report["actions"]],
+                }
+            )
+
+    def summary(self) -> dict[str, Any]:
+        steps = self.steps or 1
+        total = self.total_tokens or 1
+        billed = self.alpha * self.reused_tokens + (self.total_tokens - self.reused_tokens)
+        ms = sorted(self.ms)
+        return {
+            "trajectories": self.trajectories,
+            "steps": self.steps,
+            "input_limit": self.input_limit,
+            "peak_tokens": self.peak_tokens,
+            "mean_request_tokens": round(self.total_tokens / steps),
+            "over_limit_steps": self.over_limit_steps,
+            "pairing_errors": self.pairing_errors,
+            "empty_views": self.empty_views,
+            "task_kept": round(self.task_kept_steps / steps, 4),
+            "prefix_reuse": round(self.reused_tokens / total, 4),
+            "cache_breaks_per_100_steps": round(100 * self.breaks / steps, 2),
+            "billed_input": round(billed / total, 4),
+            "billed_input_tokens": round(billed),
+            "billed_input_tokens_per_step": round(billed / steps),
+            "alpha": self.alpha,
+            "actions": dict(sorted(self.actions.items())),
+            "compactions": self.actions.get("compact", 0),
+            "offloads": len(self.offloads),
+            "prepare_ms_p50": round(statistics.median(ms), 3) if ms else None,
+            "prepare_ms_p95": round(ms[max(0, int(len(ms) * 0.95) - 1)], 3) if ms else None,
+        }

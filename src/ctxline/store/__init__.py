@@ -1,6 +1,7 @@
 """Storage backends behind one small Protocol, and ``open_store`` for database URLs.
 
-    store = open_store("sqlite:///ctxline.db")   # or a plain path, or ":memory:"
+store = open_store("sqlite:///ctxline.db")   # or a plain path, or ":memory:"
+store = open_store("postgresql://user@host/db")  # pip install 'ctxline[postgres]'
 """
 
 from __future__ import annotations
@@ -27,9 +28,12 @@ __all__ = [
 
 
 def open_store(url: str, *, durability: str = "normal") -> Store:
-    """Open a store from ``:memory:``, ``memory://``, ``sqlite:///path`` or a file path."""
+    """Open a store from ``:memory:``, ``memory://``, ``sqlite:///path``, a file path, or
+    ``postgresql://…`` (needs the ``ctxline[postgres]`` extra; imported only then)."""
     if durability not in ("normal", "full"):
-        raise ValidationError(f"durability must be normal or full, got {durability!r}", field="durability")
+        raise ValidationError(
+            f"durability must be normal or full, got {durability!r}", field="durability"
+        )
     mode: Literal["normal", "full"] = "full" if durability == "full" else "normal"
     if url in (":memory:", "memory://", "memory:"):
         return MemoryStore()
@@ -38,11 +42,18 @@ def open_store(url: str, *, durability: str = "normal") -> Store:
         path = path.removeprefix("/")  # sqlite:///rel.db is relative, sqlite:////abs.db absolute
         return SQLiteStore(path or ":memory:", durability=mode)
     if url.startswith(("postgresql://", "postgres://")):
-        raise ValidationError(
-            "PostgreSQL is not supported by this build yet; use a SQLite path", field="db"
-        )
+        try:
+            from ctxline.store.postgres import PostgresStore
+        except ImportError as exc:
+            raise ValidationError(
+                f"PostgreSQL needs psycopg ({exc.name or exc}); install it with"
+                " pip install 'ctxline[postgres]'",
+                field="db",
+            ) from None
+        return PostgresStore(url)
     if "://" in url:
         raise ValidationError(
-            f"unknown database URL {url!r}; use a path, sqlite:///path or :memory:", field="db"
+            f"unknown database URL {url!r}; use a path, sqlite:///path, postgresql://… or :memory:",
+            field="db",
         )
     return SQLiteStore(Path(url), durability=mode)
