@@ -22,6 +22,7 @@ from rich.text import Text
 
 from ctxline import __version__
 from ctxline.cli_prepare import prepare_cmd, request_cmd, requests_cmd
+from ctxline.cli_replay import replay_cmd
 from ctxline.errors import (
     Conflict,
     CtxlineError,
@@ -366,6 +367,7 @@ def fork_cmd(session: str, timeline: str, at_seq: int, name: str, db: str) -> No
 main.add_command(prepare_cmd)
 main.add_command(requests_cmd)
 main.add_command(request_cmd)
+main.add_command(replay_cmd)
 
 if __name__ == "__main__":  # pragma: no cover
     main()

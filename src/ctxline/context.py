@@ -24,7 +24,6 @@ from ctxline.budget import plan_reductions
 from ctxline.compaction import COMPACTION_KINDS, plan_compaction
 from ctxline.errors import ContextOverflow, IntegrityError, ValidationError
 from ctxline.events import (
-    Compaction,
     Event,
     Guide,
     JsonValue,
@@ -195,9 +194,6 @@ class Context:
                 self._guide_version = e.version
             elif isinstance(e, Tools):
                 self._tools = list(e.tools)
-            elif isinstance(e, Compaction) and e.summary:
-                for kind in COMPACTION_KINDS:
-                    self.guide.register(kind)
             elif isinstance(e, ToolResult) and len(e.content) > BLOB_MIN_CHARS:
                 self._blob_pending.append(e.content)
             elif isinstance(e, Rule):

@@ -76,8 +76,9 @@ class PrepareOptions:
     target: float = 0.6
     cache: bool = True
     """Anthropic: put cache_control breakpoints at the end of the prefix and of history."""
-    offload_tokens: int = 4_000
-    """A tool result over this many tokens shows as a preview and a handle (0: never)."""
+    offload_tokens: int | None = None
+    """A tool result over this many tokens shows as a preview and a handle (0: never;
+    None: 1/16 of the input limit, kept between 1,000 and 2,000)."""
     keep_groups: int = 2
     """The most recent assistant groups, whose results are never trimmed."""
     summary_tokens: int = 2_000
@@ -103,6 +104,12 @@ class PrepareOptions:
     @property
     def input_limit(self) -> int:
         return self.context_window - self.max_output
+
+    @property
+    def offload_limit(self) -> int:
+        if self.offload_tokens is not None:
+            return self.offload_tokens
+        return max(1_000, min(2_000, self.input_limit // 16))
 
     def to_json(self) -> dict[str, JsonValue]:
         return asdict(self)
@@ -232,13 +239,14 @@ def _result_view(
         content = fold_reference(event.name or "the tool", later)
         return replace(stored, event=replace(event, content=content))
     trimmed = seq in cache.edits.trimmed
-    offload = options.offload_tokens > 0 and len(event.content) > options.offload_tokens
+    limit = options.offload_limit
+    offload = limit > 0 and len(event.content) > limit
     if not (trimmed or offload):
         return stored
     tokens = cache.content_tokens.get(seq)
     if tokens is None:
         tokens = cache.content_tokens[seq] = counter.count(event.content)
-    if not trimmed and tokens <= options.offload_tokens:
+    if not trimmed and tokens <= limit:
         return stored
     handle = cache.handles.get(seq)
     if handle is None:

@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from ctxline.events import (
-    Compaction,
     Event,
     JsonValue,
     Notification,
@@ -74,14 +73,6 @@ def render_notification(event: Notification) -> str:
     )
 
 
-def render_imported_summary(event: Compaction) -> str | None:
-    if not event.summary:
-        return None
-    return element(
-        "ctx-summary", escape(event.summary), source="import", trigger=event.trigger or None
-    )
-
-
 @dataclass(frozen=True, slots=True)
 class BranchMark:
     """A fork point in a timeline's ancestry: the view shows ``name``'s identity there."""
@@ -106,8 +97,9 @@ def render_other(event: Event) -> NeutralMessage | None:
         text = render_rule(event)
     elif isinstance(event, Notification):
         text = render_notification(event)
-    elif isinstance(event, Compaction):
-        text = render_imported_summary(event)
+    # A Compaction imported from another agent's log is kept in the record but not shown:
+    # the history it summarized is still in the record, and ctxline's own budget decides
+    # what the view keeps (see ctxline.compaction).
     return None if text is None else NeutralMessage("user", text)
 
 
