@@ -30,11 +30,11 @@ from ctxline.events import (
     Pending,
     RequestHeader,
     Rule,
+    StatusSnapshot,
     StoredEvent,
     ToolResult,
     Tools,
     canonical_json,
-    parse_at,
 )
 from ctxline.guide import GuideRegistry
 from ctxline.prepare import (
@@ -47,8 +47,11 @@ from ctxline.prepare import (
 )
 from ctxline.render.neutral import ToolSpec
 from ctxline.sources import BranchMark
+from ctxline.status import STATUS_KIND, StatusConfig
 from ctxline.store import MAIN, Store, utc_now
 from ctxline.store.base import Clock
+from ctxline.tail import DYNAMIC_KIND, DynamicItem, DynamicSource, StatusDriver, render_dynamic
+from ctxline.timectx import TIME_KIND
 from ctxline.tokens import TokenCounter, get_counter
 
 __all__ = ["Context", "branch_marks", "rebuild_all", "rebuild_request"]
@@ -82,15 +85,6 @@ def _tool_json(tool: ToolSpec | Mapping[str, JsonValue]) -> dict[str, JsonValue]
     return dict(tool)
 
 
-def _inputs(header: RequestHeader) -> StepInputs:
-    now = header.inputs.get("now")
-    tail = header.inputs.get("tail") or []
-    return StepInputs(
-        now=None if now is None else parse_at(now, where="inputs.now"),
-        tail=tuple(str(t) for t in tail) if isinstance(tail, list) else (),
-    )
-
-
 def _rebuild(
     events: Sequence[StoredEvent],
     header: RequestHeader,
@@ -102,7 +96,7 @@ def _rebuild(
     prep = prepare(
         upto,
         options,
-        _inputs(header),
+        StepInputs.from_json(header.inputs),
         branches=branches,
         counter=get_counter("bytes/4"),
         cache=cache,
@@ -156,6 +150,9 @@ class Context:
         counter: TokenCounter | None = None,
         clock: Clock = utc_now,
         create: bool = True,
+        status: StatusConfig | None = None,
+        status_mode: str = "auto",
+        dynamic: DynamicSource | None = None,
     ) -> None:
         self.store = store
         self.session = session
@@ -172,7 +169,17 @@ class Context:
         self._tools: list[dict[str, JsonValue]] | None = None
         self._timed_rules: dict[tuple[str, str], Rule] = {}
         self._blob_pending: list[str] = []
+        self._dynamic_items: list[DynamicItem] = []
         self._marks = branch_marks(store, session, timeline)
+        self.dynamic = dynamic
+        if dynamic is not None:
+            self.guide.register(DYNAMIC_KIND)
+        self._status: StatusDriver | None = None
+        if status is not None and status_mode != "off":
+            self._status = StatusDriver(status, status_mode, provider=self.options.provider)
+            self.guide.register(STATUS_KIND)
+            if status.time is not None and status.time.placement == "system":
+                self.guide.register(TIME_KIND)
         self.refresh()
         self._blob_pending.clear()  # events already stored had their blobs saved then
 
@@ -237,11 +244,56 @@ class Context:
         if expired:
             self.append(*(Rule(r.rule_id, "expired", scope=r.scope) for r in expired))
 
-    def _prepare(self, now: datetime, tail: Sequence[str], opts: PrepareOptions) -> Preparation:
+    def _inputs(self, now: datetime, tail: Sequence[str]) -> StepInputs:
+        """The step inputs: status bar (appended to history or in the tail), time, dynamic."""
+        blocks = list(tail)
+        meta: dict[str, JsonValue] = {}
+        system_suffix = ""
+        if self._status is not None:
+            status = self._status.step(self._events, now, self.counter)
+            meta["status"] = status.meta()
+            system_suffix = status.system_time
+            if status.strategy == "append":
+                self.append(StatusSnapshot(status.block))
+            else:
+                blocks.append(status.block)
+        if self.dynamic is not None:
+            items = list(self.dynamic())
+            meta["dynamic"] = [item.id for item in items]
+            self._dynamic_items = items
+            blocks.append(render_dynamic(items))
+        return StepInputs(now=now, tail=tuple(blocks), system_suffix=system_suffix, meta=meta)
+
+    def _drop_dynamic(
+        self, inputs: StepInputs, opts: PrepareOptions, pressure: int
+    ) -> tuple[StepInputs, Preparation]:
+        """Rung 2 of the ladder: optional dynamic items go, lowest priority first."""
+        items = list(self._dynamic_items)
+        dynamic_block = render_dynamic(items)
+        others = [b for b in inputs.tail if b != dynamic_block]
+        dropped: list[str] = []
+        prep = self._prepare(inputs, opts)
+        for item in sorted((i for i in items if not i.required), key=lambda i: i.priority):
+            items.remove(item)
+            dropped.append(item.id)
+            meta = {
+                **inputs.meta,
+                "dynamic": [i.id for i in items],
+                "dropped_dynamic": list(dropped),
+            }
+            inputs = StepInputs(
+                inputs.now, (*others, render_dynamic(items)), inputs.system_suffix, meta
+            )
+            prep = self._prepare(inputs, opts)
+            if _total(prep) <= pressure:
+                break
+        return inputs, prep
+
+    def _prepare(self, inputs: StepInputs, opts: PrepareOptions) -> Preparation:
         return prepare(
             self._events,
             opts,
-            StepInputs(now=now, tail=tuple(tail)),
+            inputs,
             branches=self._marks,
             counter=self.counter,
             cache=self._cache,
@@ -265,9 +317,15 @@ class Context:
         self.refresh()
         self._adopt(now)
         opts = options or self.options
-        prep = self._prepare(now, tail, opts)
-        if _total(prep) > int(opts.input_limit * opts.pressure):
-            prep = self._reduce(prep, now, tail, opts)
+        inputs = self._inputs(now, tail)
+        prep = self._prepare(inputs, opts)
+        pressure = int(opts.input_limit * opts.pressure)
+        if _total(prep) > pressure and self.dynamic is not None:
+            inputs, prep = self._drop_dynamic(inputs, opts, pressure)
+        if _total(prep) > pressure:
+            prep = self._reduce(prep, inputs, opts)
+        if self._status is not None:
+            self._status.observe(int(prep.report["tokens"]["history"]))
         if log:
             (stored,) = self.append(prep.header)
             prep = (
@@ -277,9 +335,7 @@ class Context:
             )
         return prep
 
-    def _reduce(
-        self, prep: Preparation, now: datetime, tail: Sequence[str], opts: PrepareOptions
-    ) -> Preparation:
+    def _reduce(self, prep: Preparation, inputs: StepInputs, opts: PrepareOptions) -> Preparation:
         limit = opts.input_limit
         target = int(limit * opts.target)
         for attempt in range(2):
@@ -325,7 +381,7 @@ class Context:
                     if isinstance(content, ToolResult):
                         self.store.blobs.put(content.content.encode())
             self.append(*reductions)
-            prep = self._prepare(now, tail, opts)
+            prep = self._prepare(inputs, opts)
             if _total(prep) <= limit:
                 return prep
         if _total(prep) > limit:

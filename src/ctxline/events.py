@@ -39,6 +39,7 @@ __all__ = [
     "RequestHeader",
     "Rule",
     "State",
+    "StatusSnapshot",
     "StoredEvent",
     "SystemMessage",
     "Todo",
@@ -241,6 +242,18 @@ class RequestHeader:
 
 
 @dataclass(frozen=True, slots=True)
+class StatusSnapshot:
+    """A status bar persisted into history (the ``append`` strategy of seed 001).
+
+    ``text`` is the rendered ``<ctx-status>`` block, computed by ctxline from the record.
+    """
+
+    kind: ClassVar[str] = "status"
+    text: str
+    meta: dict[str, JsonValue] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
 class Reduction:
     """A change to the *view* (never to the record), decided by the budget ladder.
 
@@ -283,6 +296,7 @@ Event: TypeAlias = (
     | Tools
     | RequestHeader
     | Reduction
+    | StatusSnapshot
     | UnknownEvent
 )
 
@@ -370,6 +384,8 @@ def event_to_json(event: Event) -> dict[str, JsonValue]:
             inputs=event.inputs,
             report=event.report,
         )
+    elif isinstance(event, StatusSnapshot):
+        out["text"] = event.text
     elif isinstance(event, Reduction):
         out["action"] = event.action
         if event.seqs:
@@ -587,6 +603,7 @@ _PARSERS: dict[str, Callable[[_Reader], Event]] = {
     "tools": _tools,
     "request": _request,
     "reduction": _reduction,
+    "status": lambda r: StatusSnapshot(r.text("text"), r.meta()),
 }
 
 KNOWN_KINDS = tuple(_PARSERS)

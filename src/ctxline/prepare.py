@@ -43,6 +43,7 @@ from ctxline.events import (
     Tools,
     canonical_json,
     format_at,
+    parse_at,
 )
 from ctxline.render.assemble import AnthropicAssembler, BodyParts, OpenAIAssembler
 from ctxline.render.neutral import HistoryBuilder, NeutralMessage, ToolSpec
@@ -122,13 +123,40 @@ class PrepareOptions:
 
 @dataclass(frozen=True, slots=True)
 class StepInputs:
-    """What a step adds besides the record: the time, and the tail blocks (status, …)."""
+    """What a step adds besides the record, all logged in the request header.
+
+    ``tail`` are rendered blocks placed as the last user-role message (status bar,
+    dynamic context); ``system_suffix`` is appended to the system prompt (the time
+    context in the system placement of seed 004); ``meta`` is logged, not rendered
+    (the time reading, the status strategy decision, …).
+    """
 
     now: datetime | None = None
     tail: tuple[str, ...] = ()
+    system_suffix: str = ""
+    meta: Mapping[str, JsonValue] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, JsonValue]:
-        return {"now": None if self.now is None else format_at(self.now), "tail": list(self.tail)}
+        out: dict[str, JsonValue] = {
+            "now": None if self.now is None else format_at(self.now),
+            "tail": list(self.tail),
+        }
+        if self.system_suffix:
+            out["system_suffix"] = self.system_suffix
+        if self.meta:
+            out["meta"] = dict(self.meta)
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, JsonValue]) -> StepInputs:
+        now, tail = data.get("now"), data.get("tail") or []
+        meta = data.get("meta")
+        return cls(
+            now=None if now is None else parse_at(now, where="inputs.now"),
+            tail=tuple(str(t) for t in tail) if isinstance(tail, list) else (),
+            system_suffix=str(data.get("system_suffix") or ""),
+            meta=meta if isinstance(meta, dict) else {},
+        )
 
 
 @dataclass(frozen=True)
@@ -371,7 +399,7 @@ def prepare(
 
     guide_text = cache.guide.text if cache.guide is not None else ""
     persona = escape("\n\n".join(t for t in cache.system_texts if t))
-    system = "\n\n".join(t for t in (persona, guide_text) if t)
+    system = "\n\n".join(t for t in (persona, guide_text, inputs.system_suffix) if t)
     tools = cache.tools
     tools_json = (
         canonical_json(
@@ -437,7 +465,14 @@ def prepare(
             "over_pressure": total > int(limit * options.pressure),
             "over_limit": total > limit,
         },
-        "actions": [_action(r) for r in cache.actions],
+        "actions": [
+            *(
+                {"action": "drop_dynamic", "items": list(dropped)}
+                for dropped in [inputs.meta.get("dropped_dynamic")]
+                if dropped
+            ),
+            *(_action(r) for r in cache.actions),
+        ],
         "prefix": prefix,
         "messages": len(frozen) + len(live),
         "pairing": _pairing(builder),

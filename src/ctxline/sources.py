@@ -28,6 +28,7 @@ from ctxline.events import (
     Notification,
     Rule,
     State,
+    StatusSnapshot,
     StoredEvent,
     canonical_json,
     format_at,
@@ -97,6 +98,8 @@ def render_other(event: Event) -> NeutralMessage | None:
         text = render_rule(event)
     elif isinstance(event, Notification):
         text = render_notification(event)
+    elif isinstance(event, StatusSnapshot):
+        text = event.text  # rendered by ctxline from the record; untrusted parts already escaped
     # A Compaction imported from another agent's log is kept in the record but not shown:
     # the history it summarized is still in the record, and ctxline's own budget decides
     # what the view keeps (see ctxline.compaction).

@@ -37,6 +37,7 @@ from ctxline.events import (
     RequestHeader,
     Rule,
     State,
+    StatusSnapshot,
     StoredEvent,
     SystemMessage,
     Todo,
@@ -249,6 +250,8 @@ def event_text(event: Event) -> str:
         return ""  # a log record: never shown to the model
     if isinstance(event, Reduction):
         return event.summary
+    if isinstance(event, StatusSnapshot):
+        return event.text
     if isinstance(event, UnknownEvent):
         return _json_text(event.data)
     raise TypeError(f"not an event: {type(event).__name__}")
