@@ -19,7 +19,9 @@ from ctxline.context import Context
 from ctxline.errors import ValidationError
 from ctxline.events import RequestHeader, canonical_json, parse_at
 from ctxline.prepare import PrepareOptions
+from ctxline.status import StatusConfig
 from ctxline.store import MAIN, open_store
+from ctxline.timectx import TimeConfig
 
 __all__ = ["prepare_cmd", "request_cmd", "requests_cmd"]
 
@@ -38,6 +40,15 @@ __all__ = ["prepare_cmd", "request_cmd", "requests_cmd"]
 @click.option(
     "--now", "now_text", default=None, help="The request time, ISO-8601 with a zone (default: now)."
 )
+@click.option(
+    "--status",
+    "status_mode",
+    type=click.Choice(["replace", "append", "auto", "off"]),
+    default="auto",
+    show_default=True,
+    help="Where the status bar goes: the tail (replace), history (append), or chosen by cost.",
+)
+@click.option("--tz", default=None, help="IANA time zone of the time context (e.g. Europe/Berlin).")
 @click.option("--no-log", is_flag=True, help="Do not log the request.")
 @click.option("--json", "as_json", is_flag=True, help='Print {"request": body, "report": {...}}.')
 def prepare_cmd(
@@ -50,11 +61,14 @@ def prepare_cmd(
     max_output: int,
     tokenizer: str,
     now_text: str | None,
+    status_mode: str,
+    tz: str | None,
     no_log: bool,
     as_json: bool,
 ) -> None:
     """Prepare the next request of a timeline, log it, and print it with its report."""
     with one_line_errors():
+        status = status_config(status_mode, tz)
         options = PrepareOptions(
             provider="anthropic" if provider == "anthropic" else "openai",
             model=model or ("claude-sonnet-4-5" if provider == "anthropic" else "gpt-4.1"),
@@ -65,7 +79,15 @@ def prepare_cmd(
         now = None if now_text is None else parse_at(now_text, where="--now")
         store = open_store(db)
         store.session(session)
-        ctx = Context(store, session, timeline, options=options, create=False)
+        ctx = Context(
+            store,
+            session,
+            timeline,
+            options=options,
+            create=False,
+            status=status,
+            status_mode=status_mode,
+        )
         prep = ctx.prepare(now=now, log=not no_log)
         store.close()
     if as_json:
@@ -96,6 +118,14 @@ def prepare_cmd(
         f"  target {budget['target']:,}  shared with previous request {prefix['shared_tokens']:,} tokens",
         highlight=False,
     )
+
+
+def status_config(status_mode: str, tz: str | None) -> StatusConfig | None:
+    """The status bar of a CLI command: off, or with a time context when --tz is given."""
+    time = TimeConfig(zone=tz) if tz else None
+    if status_mode == "off":
+        return None
+    return StatusConfig(time=time)
 
 
 @click.command("requests")

@@ -17,6 +17,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from ctxline.cli_common import db_option, one_line_errors
+from ctxline.cli_prepare import status_config
 from ctxline.errors import ValidationError
 from ctxline.importers import FORMATS, ImportedSession, detect_format, load
 from ctxline.prepare import PrepareOptions
@@ -95,6 +96,15 @@ def _free_id(store: Store, base: str) -> str:
     help="Results over this many tokens show as previews.",
 )
 @click.option(
+    "--status",
+    "status_mode",
+    type=click.Choice(["replace", "append", "auto", "off"]),
+    default="off",
+    show_default=True,
+    help="Add ctxline's status bar to every request (off: the recorded agent had none).",
+)
+@click.option("--tz", default=None, help="IANA time zone of the time context in the status bar.")
+@click.option(
     "--alpha", type=float, default=0.1, show_default=True, help="Price of a cached input token."
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one summary object.")
@@ -117,6 +127,8 @@ def replay_cmd(
     pressure: float | None,
     target: float | None,
     offload_tokens: int | None,
+    status_mode: str,
+    tz: str | None,
     alpha: float,
     as_json: bool,
     report_path: Path | None,
@@ -135,6 +147,7 @@ def replay_cmd(
             offload_tokens=offload_tokens,
         )
         counter = get_counter(tokenizer)
+        status = status_config(status_mode, tz)
         sessions = collect_sessions(path, fmt)
         if not sessions:
             raise ValidationError("no trajectories found", source=str(path))
@@ -157,7 +170,14 @@ def replay_cmd(
                 stats.trajectories += 1
                 sid = _free_id(store, session.id)
                 for step in replay_session(
-                    store, session, options=options, counter=counter, session_id=sid, keep_ids=False
+                    store,
+                    session,
+                    options=options,
+                    counter=counter,
+                    session_id=sid,
+                    keep_ids=False,
+                    status=status,
+                    status_mode=status_mode,
                 ):
                     stats.add(step)
                     progress.advance(task)
@@ -171,6 +191,7 @@ def replay_cmd(
             "pressure": options.pressure,
             "target": options.target,
             "offload_tokens": options.offload_limit,
+            "status": status_mode,
         }
         if report_path is not None:
             from ctxline.report_html import write_report

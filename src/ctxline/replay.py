@@ -28,6 +28,7 @@ from ctxline.events import AssistantMessage, Pending, UserMessage
 from ctxline.importers import ImportedSession
 from ctxline.prepare import Preparation, PrepareOptions, view_messages
 from ctxline.render.neutral import NeutralMessage
+from ctxline.status import StatusConfig
 from ctxline.store import Store
 from ctxline.tags import escape
 from ctxline.tokens import TokenCounter
@@ -71,6 +72,8 @@ def replay_session(
     counter: TokenCounter | None = None,
     session_id: str | None = None,
     keep_ids: bool = True,
+    status: StatusConfig | None = None,
+    status_mode: str = "auto",
 ) -> Iterator[ReplayStep]:
     """Append ``session`` to ``store`` step by step, yielding each prepared request.
 
@@ -78,7 +81,9 @@ def replay_session(
     client ids (so one file can be replayed many times into one database).
     """
     sid = session_id or session.id
-    ctx = Context(store, sid, options=options, counter=counter)
+    ctx = Context(
+        store, sid, options=options, counter=counter, status=status, status_mode=status_mode
+    )
     task = next((p.event.text for p in session.events if isinstance(p.event, UserMessage)), None)
     task_view = None if task is None else escape(task)
     batch: list[Pending] = []
