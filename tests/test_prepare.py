@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -446,3 +447,32 @@ def test_every_replayed_real_request_rebuilds_byte_for_byte(
                 assert "sha256:" + hashlib.sha256(c.rebuild(last)).hexdigest() == logged[last]
             steps += len(logged)
     assert steps > 50
+
+
+class CountingCounter:
+    """bytes/4, counting how many characters it was asked to count."""
+
+    name = "bytes/4"
+
+    def __init__(self) -> None:
+        self.chars = 0
+
+    def count(self, text: str) -> int:
+        self.chars += len(text)
+        return BYTES.count(text)
+
+
+def test_long_message_counts_survive_a_restart(tmp_path: Path) -> None:
+    from ctxline.store import SQLiteStore
+
+    store = SQLiteStore(tmp_path / "counts.db")
+    first = CountingCounter()
+    c = Context(store, "s", options=OPENAI, counter=first)
+    c.append(UserMessage("go"), AssistantMessage("", (ToolCall("c1", "cat", {}),)), ToolResult("c1", "x" * 50_000))
+    cold = c.prepare(now=T0)
+    assert first.chars > 50_000
+    again = CountingCounter()
+    restarted = Context(store, "s", options=OPENAI, counter=again)
+    warm = restarted.prepare(now=T0)
+    assert again.chars < 10_000  # the long output was not counted again
+    assert warm.report["tokens"]["history"] == cold.report["tokens"]["history"]

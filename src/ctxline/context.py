@@ -297,6 +297,7 @@ class Context:
             branches=self._marks,
             counter=self.counter,
             cache=self._cache,
+            count_store=self.store,
         )
 
     def prepare(

@@ -50,7 +50,7 @@ from ctxline.render.neutral import HistoryBuilder, NeutralMessage, ToolSpec
 from ctxline.render.openai import arguments_text
 from ctxline.sources import BranchMark, render_branch, render_other
 from ctxline.tags import escape
-from ctxline.tokens import TokenCounter, get_counter
+from ctxline.tokens import CountStore, TextCounts, TokenCounter, get_counter
 
 __all__ = [
     "FRAMING_TOKENS",
@@ -259,6 +259,7 @@ def _result_view(
     event: ToolResult,
     options: PrepareOptions,
     counter: TokenCounter,
+    count_store: CountStore | None,
 ) -> StoredEvent:
     """The result as the view shows it: folded, trimmed, offloaded or whole."""
     seq = stored.seq
@@ -273,7 +274,8 @@ def _result_view(
         return stored
     tokens = cache.content_tokens.get(seq)
     if tokens is None:
-        tokens = cache.content_tokens[seq] = counter.count(event.content)
+        tokens = TextCounts(counter, count_store).counts([event.content])[0]
+        cache.content_tokens[seq] = tokens
     if not trimmed and tokens <= limit:
         return stored
     handle = cache.handles.get(seq)
@@ -298,6 +300,7 @@ def _feed(
     marks: Sequence[BranchMark],
     options: PrepareOptions,
     counter: TokenCounter,
+    count_store: CountStore | None = None,
 ) -> None:
     """Bring the cache up to the end of ``events``, restarting if they are not its continuation."""
     if cache.fed_seq:
@@ -337,7 +340,7 @@ def _feed(
         if cache.edits.hidden(event.seq) or isinstance(ev, SystemMessage):
             continue
         if isinstance(ev, ToolResult):
-            event = _result_view(cache, event, ev, options, counter)
+            event = _result_view(cache, event, ev, options, counter, count_store)
         cache.builder.feed(event)
     if compact is not None and cache.fed_seq >= compact.upto_seq:
         _show_compaction(cache, events)
@@ -358,8 +361,11 @@ def view_messages(cache: ViewCache, counter: TokenCounter) -> list[ViewMessage]:
     return frozen + [ViewMessage(m, t) for m, t in zip(live, _count(counter, live), strict=True)]
 
 
-def _count(counter: TokenCounter, messages: Sequence[NeutralMessage]) -> list[int]:
-    return [counter.count(message_text(m)) + FRAMING_TOKENS for m in messages]
+def _count(
+    counter: TokenCounter, messages: Sequence[NeutralMessage], store: CountStore | None = None
+) -> list[int]:
+    texts = [message_text(m) for m in messages]
+    return [n + FRAMING_TOKENS for n in TextCounts(counter, store).counts(texts)]
 
 
 def prepare(
@@ -370,12 +376,14 @@ def prepare(
     branches: Sequence[BranchMark] = (),
     counter: TokenCounter | None = None,
     cache: ViewCache | None = None,
+    count_store: CountStore | None = None,
 ) -> Preparation:
     """The request for the next model call on a timeline whose record is ``events``.
 
     ``events`` are the timeline's stored events in seq order (those after the request
     point must not be included). ``branches`` are the fork points of the timeline's
-    ancestry (see :class:`~ctxline.sources.BranchMark`).
+    ancestry (see :class:`~ctxline.sources.BranchMark`). ``count_store`` keeps the
+    token counts of long messages across processes (the store's token-count table).
     """
     options = options or PrepareOptions()
     inputs = inputs or StepInputs()
@@ -384,12 +392,12 @@ def prepare(
     if cache.counter_name and cache.counter_name != counter.name:
         cache.reset()
     cache.counter_name = counter.name
-    _feed(cache, events, branches, options, counter)
+    _feed(cache, events, branches, options, counter, count_store)
     builder = cache.builder
 
     frozen = builder.frozen
     new_frozen = frozen[len(cache.frozen_tokens) :]
-    for n in _count(counter, new_frozen):
+    for n in _count(counter, new_frozen, count_store):
         cache.frozen_tokens.append(n)
         cache.frozen_prefix_sum.append(cache.frozen_prefix_sum[-1] + n)
     open_messages = builder.open_messages()

@@ -20,6 +20,7 @@ Chinese about 2.5 times.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -58,6 +59,7 @@ __all__ = [
     "BatchCounter",
     "BytesEstimator",
     "CountStore",
+    "TextCounts",
     "TiktokenCounter",
     "TokenCache",
     "TokenCounter",
@@ -303,3 +305,47 @@ class TokenCache:
 
     def count(self, stored: StoredEvent) -> int:
         return self.counts([stored])[0]
+
+
+class TextCounts:
+    """Counts of rendered texts, persisted by content hash so a cold start does not recount.
+
+    Only texts of at least :attr:`min_chars` characters go to the store (under the key
+    ``text:<sha1>`` and the counter's name): for them counting costs more than a lookup.
+    Shorter texts are just counted.
+    """
+
+    def __init__(
+        self, counter: TokenCounter, store: CountStore | None, *, min_chars: int = 2_048
+    ) -> None:
+        self.counter = counter
+        self.store = store
+        self.min_chars = min_chars
+
+    def counts(self, texts: Sequence[str]) -> list[int]:
+        out = [0] * len(texts)
+        need: dict[str, list[int]] = {}
+        short: list[int] = []
+        for i, text in enumerate(texts):
+            if self.store is None or len(text) < self.min_chars:
+                short.append(i)
+            else:
+                key = "text:" + hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()
+                need.setdefault(key, []).append(i)
+        if short:
+            for i, n in zip(
+                short, count_many(self.counter, [texts[i] for i in short]), strict=True
+            ):
+                out[i] = n
+        if need and self.store is not None:
+            found = self.store.get_token_counts(list(need), self.counter.name)
+            missing = [key for key in need if key not in found]
+            if missing:
+                fresh = count_many(self.counter, [texts[need[key][0]] for key in missing])
+                new = dict(zip(missing, fresh, strict=True))
+                self.store.put_token_counts(self.counter.name, new)
+                found = {**found, **new}
+            for key, places in need.items():
+                for i in places:
+                    out[i] = found[key]
+        return out
