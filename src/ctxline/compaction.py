@@ -164,16 +164,19 @@ def plan_compaction(
     summary_tokens: int,
     previous_upto: int,
     summarizer: Summarizer = extractive_summary,
+    keep_users: bool = True,
 ) -> Reduction | None:
     """The compaction that brings the view under ``target``, or None if there is no span to cut.
 
     ``fixed_tokens`` is what the request costs outside history (tools, system, tail).
+    With ``keep_users=False`` only the original task stays verbatim (the last resort
+    before :class:`~ctxline.errors.ContextOverflow`).
     """
     task_seq = next((ev.seq for ev in events if isinstance(ev.event, UserMessage)), None)
     task_tokens = next((vm.tokens for vm in view if task_seq and vm.message.seq == task_seq), 0)
     budget_summary = min(summary_tokens, max(200, target // 5))
     reserve = fixed_tokens + task_tokens + budget_summary + 200  # digest and re-affirmation
-    user_budget = target // 4
+    user_budget = target // 4 if keep_users else 0
     recent_budget = target - reserve - user_budget // 2
     groups = _groups(view)
     kept_from = len(view)

@@ -34,6 +34,7 @@ from ctxline.events import (
     StoredEvent,
     ToolResult,
     Tools,
+    UserMessage,
     canonical_json,
 )
 from ctxline.guide import GuideRegistry
@@ -360,16 +361,19 @@ class Context:
                 keep_groups=opts.keep_groups if attempt == 0 else 0,
                 handle_of=handles,
             )
-            if estimate > target and attempt == 0:
+            # attempt 0 compacts to the compaction target, keeping later user messages that
+            # fit; attempt 1 (still over the limit) keeps only the original task verbatim
+            if estimate > (target if attempt == 0 else limit):
                 compact = self._cache.edits.compact
                 compaction = plan_compaction(
                     view,
                     self._events,
                     fixed_tokens=total - history,
-                    target=target,
+                    target=int(limit * opts.compact_target) if attempt == 0 else int(limit * 0.9),
                     counter=self.counter,
-                    summary_tokens=opts.summary_tokens,
+                    summary_tokens=opts.summary_tokens if attempt == 0 else opts.summary_tokens // 4,
                     previous_upto=compact.upto_seq if compact is not None else 0,
+                    keep_users=attempt == 0,
                 )
                 if compaction is not None:
                     reductions = [r for r in reductions if r.action == "fold"] + [compaction]
@@ -387,10 +391,27 @@ class Context:
                 return prep
         if _total(prep) > limit:
             tokens = prep.report["tokens"]
+            task = self._task_tokens()
             raise ContextOverflow(
-                limit, {k: int(tokens[k]) for k in ("tools", "system", "history", "tail")}
+                limit,
+                {
+                    "tools": int(tokens["tools"]),
+                    "system": int(tokens["system"]),
+                    "original task": task,
+                    "rest of history": int(tokens["history"]) - task,
+                    "tail": int(tokens["tail"]),
+                },
             )
         return prep
+
+    def _task_tokens(self) -> int:
+        task = next((e for e in self._events if isinstance(e.event, UserMessage)), None)
+        if task is None:
+            return 0
+        for vm in view_messages(self._cache, self.counter):
+            if vm.message.seq == task.seq:
+                return vm.tokens
+        return 0
 
     def _register_compaction(self) -> None:
         for kind in COMPACTION_KINDS:

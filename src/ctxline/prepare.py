@@ -79,7 +79,11 @@ class PrepareOptions:
     """Anthropic: put cache_control breakpoints at the end of the prefix and of history."""
     offload_tokens: int | None = None
     """A tool result over this many tokens shows as a preview and a handle (0: never;
-    None: 1/16 of the input limit, kept between 1,000 and 2,000)."""
+    None: 1,000, or a quarter of the input limit if that is less). Peers keep outputs of
+    5–10k characters (Letta, Pydantic AI Harness); 1,000 tokens is about 4k characters."""
+    compact_target: float = 0.3
+    """Compaction, the last rung, reduces to this share of the input limit: it breaks the
+    cache and summarizes, so when it has to run it buys a longer quiet period."""
     keep_groups: int = 2
     """The most recent assistant groups, whose results are never trimmed."""
     summary_tokens: int = 2_000
@@ -101,6 +105,8 @@ class PrepareOptions:
             )
         if not 0 < self.target <= self.pressure <= 1:
             raise ValidationError("need 0 < target <= pressure <= 1", field="pressure")
+        if not 0 < self.compact_target <= self.target:
+            raise ValidationError("need 0 < compact_target <= target", field="compact_target")
 
     @property
     def input_limit(self) -> int:
@@ -110,7 +116,7 @@ class PrepareOptions:
     def offload_limit(self) -> int:
         if self.offload_tokens is not None:
             return self.offload_tokens
-        return max(1_000, min(2_000, self.input_limit // 16))
+        return min(1_000, self.input_limit // 4)
 
     def to_json(self) -> dict[str, JsonValue]:
         return asdict(self)

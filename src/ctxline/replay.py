@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ctxline.context import Context
+from ctxline.errors import ContextOverflow
 from ctxline.events import AssistantMessage, Pending, UserMessage
 from ctxline.importers import ImportedSession
 from ctxline.prepare import Preparation, PrepareOptions, view_messages
@@ -41,13 +42,19 @@ REPLAY_EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 
 @dataclass(frozen=True, slots=True)
 class ReplayStep:
-    """One prepared request of a replay, with what the metrics need from the view."""
+    """One prepared request of a replay, with what the metrics need from the view.
+
+    ``overflow`` is set (and ``prep`` is None) when protected content alone exceeded
+    the input limit: ctxline refused to build the request rather than send it too long
+    or without the original task. The replay goes on with the next step.
+    """
 
     session: str
-    prep: Preparation
+    prep: Preparation | None
     ms: float
     messages: list[NeutralMessage]
     task_kept: bool
+    overflow: str | None = None
 
 
 def pairing_errors(messages: list[NeutralMessage]) -> int:
@@ -95,7 +102,15 @@ def replay_session(
                 batch = []
             now = ctx.events[-1].at if ctx.events else REPLAY_EPOCH
             started = time.perf_counter()
-            prep = ctx.prepare(now=now)
+            try:
+                prep = ctx.prepare(now=now)
+            except ContextOverflow as exc:
+                yield ReplayStep(
+                    sid, None, (time.perf_counter() - started) * 1000, [], False, str(exc)
+                )
+                seen_user = True
+                batch.append(pending if keep_ids else Pending(pending.event, None, pending.at))
+                continue
             ms = (time.perf_counter() - started) * 1000
             messages = [vm.message for vm in view_messages(ctx._cache, ctx.counter)]
             kept = task_view is not None and any(
@@ -124,6 +139,8 @@ class ReplayStats:
     empty_views: int = 0
     task_kept_steps: int = 0
     breaks: int = 0
+    context_overflows: int = 0
+    overflow_sessions: set[str] = field(default_factory=set)
     actions: Counter[str] = field(default_factory=Counter)
     offloads: set[tuple[str, int]] = field(default_factory=set)
     ms: list[float] = field(default_factory=list)
@@ -131,6 +148,10 @@ class ReplayStats:
     keep_steps: bool = False
 
     def add(self, step: ReplayStep) -> None:
+        if step.prep is None:
+            self.context_overflows += 1
+            self.overflow_sessions.add(step.session)
+            return
         report = step.prep.report
         tokens, budget, prefix = report["tokens"], report["budget"], report["prefix"]
         total = int(tokens["total"])
@@ -178,6 +199,8 @@ class ReplayStats:
             "mean_request_tokens": round(self.total_tokens / steps),
             "over_limit_steps": self.over_limit_steps,
             "pairing_errors": self.pairing_errors,
+            "context_overflows": self.context_overflows,
+            "overflow_sessions": sorted(self.overflow_sessions),
             "empty_views": self.empty_views,
             "task_kept": round(self.task_kept_steps / steps, 4),
             "prefix_reuse": round(self.reused_tokens / total, 4),

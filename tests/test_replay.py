@@ -1,0 +1,172 @@
+"""The main job on real data: replays of every recorded session at 200k, 32k and 8k windows."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from conftest import shared_data
+from ctxline.cli import main
+from ctxline.cli_replay import collect_sessions
+from ctxline.events import (
+    AssistantMessage,
+    Pending,
+    Rule,
+    State,
+    ToolResult,
+    UserMessage,
+)
+from ctxline.importers import ImportedSession
+from ctxline.prepare import PrepareOptions
+from ctxline.replay import ReplayStats, replay_session
+from ctxline.sources import current_state, render_rule, render_state, valid_rules
+from ctxline.store import MemoryStore
+from ctxline.tags import escape
+from ctxline.tokens import get_counter
+
+COUNTER = get_counter("o200k")
+WINDOWS = [(200_000, 32_000), (32_000, 4_000), (8_000, 1_000)]
+DATASETS = ["tau-bench", "swe-agent", "mini-swe-agent", "claude-code"]
+
+
+@pytest.mark.parametrize(("window", "max_output"), WINDOWS, ids=["200k", "32k", "8k"])
+@pytest.mark.parametrize("dataset", DATASETS)
+def test_replay_stays_valid_at_every_window(dataset: str, window: int, max_output: int) -> None:
+    options = PrepareOptions(context_window=window, max_output=max_output)
+    stats = ReplayStats()
+    sessions = collect_sessions(shared_data() / dataset, "auto")
+    for session in sessions:
+        stats.trajectories += 1
+        for step in replay_session(MemoryStore(), session, options=options, counter=COUNTER):
+            stats.add(step)
+            if step.overflow is not None:
+                # refused only when the original task alone cannot fit
+                assert "original task" in step.overflow
+                task = next(p.event for p in session.events if isinstance(p.event, UserMessage))
+                assert COUNTER.count(escape(task.text)) + 4 > options.input_limit * 0.5
+    summary = stats.summary()
+    assert summary["trajectories"] == len(sessions) > 0
+    assert summary["steps"] > 0
+    assert summary["over_limit_steps"] == 0
+    assert summary["pairing_errors"] == 0
+    assert summary["empty_views"] == 0
+    assert summary["task_kept"] == 1.0
+    assert summary["peak_tokens"] <= options.input_limit
+    if window >= 32_000:
+        assert summary["context_overflows"] == 0
+
+
+def _with_rules_and_state(session: ImportedSession) -> ImportedSession:
+    """The session with rules and state set, replaced, revoked and cleared along the way."""
+    out: list[Pending] = []
+    results = 0
+    for p in session.events:
+        out.append(p)
+        if isinstance(p.event, ToolResult):
+            results += 1
+            n = results
+            if n == 2:
+                out += [
+                    Pending(Rule("tests", "set", scope="session", text="Run the tests before every commit")),
+                    Pending(Rule("style", "set", scope="path:src/**", text="Use 4-space indents")),
+                    Pending(Rule("net", "set", scope="session", text="No network access")),
+                    Pending(State("env/date", "2026-11-02")),
+                    Pending(State("env/branch", "main")),
+                ]
+            elif n == 5:
+                out += [
+                    Pending(Rule("tests", "replace", scope="session", text="Run the fast tests before every commit")),
+                    Pending(Rule("net", "revoke", scope="session")),
+                    Pending(State("env/date", "2026-11-03")),
+                    Pending(State("env/branch", cleared=True)),
+                ]
+    return ImportedSession(session.id, out, session.meta)
+
+
+def test_compaction_reaffirms_exactly_what_is_still_in_force() -> None:
+    sessions = collect_sessions(shared_data() / "mini-swe-agent", "auto")[:8]
+    options = PrepareOptions(context_window=16_000, max_output=2_000)
+    compactions = 0
+    for session in sessions:
+        injected = _with_rules_and_state(session)
+        task = escape(next(p.event.text for p in injected.events if isinstance(p.event, UserMessage)))
+        store = MemoryStore()
+        for step in replay_session(store, injected, options=options, counter=COUNTER):
+            assert step.prep is not None
+            if not any(a["action"] == "compact" for a in step.prep.report["actions"]):
+                continue
+            compactions += 1
+            messages = step.prep.body["messages"]
+            assert any(m["role"] == "user" and m["content"] == task for m in messages)
+            block = next(
+                m["content"] for m in messages if m["role"] == "user" and "<ctx-reaffirm>" in m["content"]
+            )
+            reaffirm = block.split("<ctx-reaffirm>", 1)[1].split("</ctx-reaffirm>", 1)[0]
+            compact = next(a for a in step.prep.report["actions"] if a["action"] == "compact")
+            upto = compact["upto_seq"]
+            record = store.read(step.session)[:upto]
+            for rule in valid_rules(record).values():
+                assert render_rule(rule) in reaffirm
+            for state in current_state(record).values():
+                assert render_state(state) in reaffirm
+            assert 'id="net"' not in reaffirm  # revoked
+            assert "env/branch" not in reaffirm or 'cleared="true"' not in reaffirm
+            assert 'source="env/branch"' not in reaffirm  # cleared
+            assert "2026-11-02" not in reaffirm  # replaced by a later value
+            if "Run the fast tests" in reaffirm:
+                assert "Run the tests before every commit" not in reaffirm
+    assert compactions > 0
+
+
+def test_replay_cli_json_and_html_report(tmp_path: Path) -> None:
+    data = Path(__file__).resolve().parents[1] / "examples" / "data"
+    report = tmp_path / "report.html"
+    db = tmp_path / "replay.db"
+    args = ["replay", str(data), "--db", str(db), "--context-window", "8000", "--max-output", "1000"]
+    result = CliRunner().invoke(main, [*args, "--json", "--report", str(report)])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.output)
+    for key in (
+        "trajectories",
+        "steps",
+        "peak_tokens",
+        "mean_request_tokens",
+        "over_limit_steps",
+        "pairing_errors",
+        "empty_views",
+        "task_kept",
+        "prefix_reuse",
+        "cache_breaks_per_100_steps",
+        "billed_input",
+        "billed_input_tokens",
+        "actions",
+        "compactions",
+        "offloads",
+        "prepare_ms_p50",
+        "prepare_ms_p95",
+    ):
+        assert key in summary
+    assert summary["trajectories"] == 8
+    assert summary["over_limit_steps"] == 0
+    assert report.read_text().lstrip().lower().startswith("<!doctype html")
+    # a second replay into the same database goes under new session ids
+    again = CliRunner().invoke(main, [*args, "--json"])
+    assert again.exit_code == 0, again.output
+    sessions = json.loads(CliRunner().invoke(main, ["sessions", "--db", str(db), "--json"]).output)
+    assert sum(s["session"].endswith("@replay2") for s in sessions) == 8
+
+
+def test_assistant_only_history_is_never_an_empty_view() -> None:
+    session = ImportedSession(
+        "odd",
+        [Pending(UserMessage("start")), Pending(AssistantMessage("one")), Pending(AssistantMessage("two"))],
+        {},
+    )
+    stats = ReplayStats()
+    for step in replay_session(MemoryStore(), session, options=PrepareOptions(), counter=COUNTER):
+        stats.add(step)
+    assert stats.summary()["empty_views"] == 0
+    assert stats.steps == 2
