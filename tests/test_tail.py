@@ -150,3 +150,38 @@ def test_invalid_zone_is_a_clear_error() -> None:
 
     with pytest.raises(ValidationError, match="Mars/Olympus"):
         TimeConfig("Mars/Olympus")
+
+
+def test_read_result_is_offered_and_pages_back_the_saved_output() -> None:
+    import re
+
+    from ctxline.events import ToolCall as Call
+
+    c = ctx()
+    big = "\n".join(f"line {i}: " + "word " * 20 for i in range(3000))
+    c.append(UserMessage("run it"), AssistantMessage("", (Call("c1", "bash", {"command": "run"}),)), ToolResult("c1", big))
+    prep = c.prepare(now=T0)
+    assert [t["function"]["name"] for t in prep.body["tools"]] == ["read_result"]
+    shown = prep.body["messages"][-1]["content"]
+    assert shown.startswith("[output shown as a preview")
+    handle = re.search(r"sha256:[0-9a-f]{64}", shown)
+    assert handle is not None
+    pages: list[str] = []
+    page = 1
+    while True:
+        result = c.run_builtin(Call(f"r{page}", "read_result", {"handle": handle.group(0), "page": page}))
+        assert result is not None
+        assert not result.is_error
+        header, _, rest = result.content.partition("\n")
+        assert header.startswith(f"[page {page} of ")
+        total = int(header.split(" of ")[1].split(",")[0])
+        pages.append(rest.rsplit("\n[continues on page", 1)[0] if page < total else rest)
+        if page == total:
+            break
+        page += 1
+    assert "".join(pages) == big
+    assert c.run_builtin(Call("x", "bash", {})) is None
+    missing = c.run_builtin(Call("m", "read_result", {"handle": "sha256:" + "0" * 64}))
+    assert missing is not None
+    assert missing.is_error
+    assert "material unavailable" in missing.content

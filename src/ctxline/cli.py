@@ -23,6 +23,7 @@ from rich.text import Text
 from ctxline import __version__
 from ctxline.cli_prepare import prepare_cmd, request_cmd, requests_cmd
 from ctxline.cli_replay import replay_cmd
+from ctxline.cli_tools import blob_cmd
 from ctxline.errors import (
     Conflict,
     CtxlineError,
@@ -368,6 +369,7 @@ main.add_command(prepare_cmd)
 main.add_command(requests_cmd)
 main.add_command(request_cmd)
 main.add_command(replay_cmd)
+main.add_command(blob_cmd)
 
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -165,12 +165,15 @@ def plan_compaction(
     previous_upto: int,
     summarizer: Summarizer = extractive_summary,
     keep_users: bool = True,
+    ceiling: int | None = None,
 ) -> Reduction | None:
     """The compaction that brings the view under ``target``, or None if there is no span to cut.
 
     ``fixed_tokens`` is what the request costs outside history (tools, system, tail).
     With ``keep_users=False`` only the original task stays verbatim (the last resort
-    before :class:`~ctxline.errors.ContextOverflow`).
+    before :class:`~ctxline.errors.ContextOverflow`). The most recent group is kept
+    whenever it fits under ``ceiling`` (default ``target``), so the model never wakes up
+    from a compaction without its last step.
     """
     task_seq = next((ev.seq for ev in events if isinstance(ev.event, UserMessage)), None)
     task_tokens = next((vm.tokens for vm in view if task_seq and vm.message.seq == task_seq), 0)
@@ -181,10 +184,13 @@ def plan_compaction(
     groups = _groups(view)
     kept_from = len(view)
     used = 0
-    for start, end in reversed(groups):
+    for index, (start, end) in enumerate(reversed(groups)):
         cost = sum(vm.tokens for vm in view[start:end])
         first = view[start].message
-        if first.seq <= previous_upto or used + cost > recent_budget:
+        budget = recent_budget
+        if index == 0:  # the last group may use the room up to the ceiling
+            budget = max(recent_budget, (ceiling or target) - reserve)
+        if first.seq <= previous_upto or used + cost > budget:
             break
         used += cost
         kept_from = start
@@ -207,5 +213,16 @@ def plan_compaction(
     keep.sort()
     span = [ev for ev in events[:upto] if ev.seq not in keep]
     summary = summarizer(span, budget_summary, counter)
-    return Reduction("compact", upto_seq=upto, keep=tuple(keep), summary=summary, meta={"summarizer": getattr(summarizer, "__name__", "custom"), "kept_recent_tokens": used})
+    removed = sum(vm.tokens for vm in view[:kept_from] if vm.message.seq not in keep)
+    return Reduction(
+        "compact",
+        upto_seq=upto,
+        keep=tuple(keep),
+        summary=summary,
+        saved_tokens=max(0, removed - counter.count(summary) - 200),
+        meta={
+            "summarizer": getattr(summarizer, "__name__", "custom"),
+            "kept_recent_tokens": used,
+        },
+    )
 

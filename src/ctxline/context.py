@@ -32,6 +32,7 @@ from ctxline.events import (
     Rule,
     StatusSnapshot,
     StoredEvent,
+    ToolCall,
     ToolResult,
     Tools,
     UserMessage,
@@ -46,6 +47,7 @@ from ctxline.prepare import (
     prepare,
     view_messages,
 )
+from ctxline.read_result import READ_RESULT, call_read_result
 from ctxline.render.neutral import ToolSpec
 from ctxline.sources import BranchMark
 from ctxline.status import STATUS_KIND, StatusConfig
@@ -57,6 +59,9 @@ from ctxline.tokens import TokenCounter, get_counter
 
 __all__ = ["Context", "branch_marks", "rebuild_all", "rebuild_request"]
 
+
+BUILTIN_TOOLS: tuple[ToolSpec, ...] = (READ_RESULT,)
+"""Tools every Context offers unless told otherwise (ctxline runs them: :meth:`Context.run_builtin`)."""
 
 BLOB_MIN_CHARS = 1_024
 """Tool results longer than this are also saved as blobs when appended."""
@@ -154,6 +159,7 @@ class Context:
         status: StatusConfig | None = None,
         status_mode: str = "auto",
         dynamic: DynamicSource | None = None,
+        builtin_tools: Sequence[ToolSpec] = BUILTIN_TOOLS,
     ) -> None:
         self.store = store
         self.session = session
@@ -169,10 +175,10 @@ class Context:
         self._guide_version: str | None = None
         self._tools: list[dict[str, JsonValue]] | None = None
         self._timed_rules: dict[tuple[str, str], Rule] = {}
-        self._blob_pending: list[str] = []
         self._dynamic_items: list[DynamicItem] = []
         self._marks = branch_marks(store, session, timeline)
         self.dynamic = dynamic
+        self.builtin_tools = tuple(builtin_tools)
         if dynamic is not None:
             self.guide.register(DYNAMIC_KIND)
         self._status: StatusDriver | None = None
@@ -182,7 +188,6 @@ class Context:
             if status.time is not None and status.time.placement == "system":
                 self.guide.register(TIME_KIND)
         self.refresh()
-        self._blob_pending.clear()  # events already stored had their blobs saved then
 
     @property
     def events(self) -> list[StoredEvent]:
@@ -202,8 +207,6 @@ class Context:
                 self._guide_version = e.version
             elif isinstance(e, Tools):
                 self._tools = list(e.tools)
-            elif isinstance(e, ToolResult) and len(e.content) > BLOB_MIN_CHARS:
-                self._blob_pending.append(e.content)
             elif isinstance(e, Rule):
                 key = (e.scope, e.rule_id)
                 if e.op in ("set", "replace") and e.expires_at is not None:
@@ -215,8 +218,16 @@ class Context:
     def append(
         self, *events: Event | Pending, expected_seq: int | None = None
     ) -> list[StoredEvent]:
-        """Append atomically to this timeline (after catching up with other writers)."""
+        """Append atomically to this timeline (after catching up with other writers).
+
+        Long tool results are saved as blobs first, so ``read_result`` can page through
+        any result the view shows as a preview.
+        """
         self.refresh()
+        for item in events:
+            e = item.event if isinstance(item, Pending) else item
+            if isinstance(e, ToolResult) and len(e.content) > BLOB_MIN_CHARS:
+                self.store.blobs.put(e.content.encode())
         stored = self.store.append(
             self.session, list(events), expected_seq=expected_seq, timeline=self.timeline
         )
@@ -224,15 +235,37 @@ class Context:
         return stored
 
     def set_tools(self, tools: Sequence[ToolSpec | Mapping[str, JsonValue]]) -> bool:
-        """Offer these tool schemas from now on; records a ``tools`` event only if they changed."""
+        """Offer these tool schemas (and the built-in ones) from now on.
+
+        Records a ``tools`` event only if they changed. The built-in tools (``read_result``)
+        come last; an app tool may not take a built-in's name.
+        """
         self.refresh()
         wanted = [_tool_json(t) for t in tools]
+        reserved = {b.name for b in self.builtin_tools}
+        clash = [str(t["name"]) for t in wanted if t["name"] in reserved]
+        if clash:
+            raise ValidationError(f"tool names {clash} are ctxline's built-in tools", field="tools")
+        wanted += [_tool_json(b) for b in self.builtin_tools]
         if self._tools is not None and canonical_json(wanted) == canonical_json(self._tools):
             return False
         self.append(Tools(tuple(wanted)))
         return True
 
+    def run_builtin(self, call: ToolCall) -> ToolResult | None:
+        """The result of a call to a built-in tool, or None when ``call`` is the app's to run.
+
+        ``read_result`` returns saved bytes and never runs anything again.
+        """
+        if call.name == READ_RESULT.name and any(b.name == call.name for b in self.builtin_tools):
+            args = call.arguments if isinstance(call.arguments, dict) else {}
+            text, is_error = call_read_result(self.store.blobs, args)
+            return ToolResult(call.id, text, call.name, is_error)
+        return None
+
     def _adopt(self, now: datetime) -> None:
+        if self._tools is None and self.builtin_tools:
+            self.append(Tools(tuple(_tool_json(b) for b in self.builtin_tools)))
         text = self.guide.compose()
         version = self.guide.version()
         if version != self._guide_version:
@@ -374,6 +407,7 @@ class Context:
                     summary_tokens=opts.summary_tokens if attempt == 0 else opts.summary_tokens // 4,
                     previous_upto=compact.upto_seq if compact is not None else 0,
                     keep_users=attempt == 0,
+                    ceiling=target if attempt == 0 else int(limit * 0.9),
                 )
                 if compaction is not None:
                     reductions = [r for r in reductions if r.action == "fold"] + [compaction]
