@@ -41,9 +41,9 @@ OPENAI = PrepareOptions(provider="openai", model="gpt-4.1", tokenizer="bytes/4")
 ANTHROPIC = PrepareOptions(provider="anthropic", model="claude-sonnet-4-5", tokenizer="bytes/4")
 
 
-def ctx(options: PrepareOptions = OPENAI) -> Context:
+def ctx(options: PrepareOptions = OPENAI, guide: GuideRegistry | None = None) -> Context:
     store = MemoryStore(clock=FakeClock(), new_id=counter_ids())
-    return Context(store, "s", options=options, counter=BYTES)
+    return Context(store, "s", options=options, counter=BYTES, guide=guide)
 
 
 def body_of(prep_bytes: bytes) -> dict[str, Any]:
@@ -175,7 +175,8 @@ def test_fork_carries_branch_identity_after_inherited_history() -> None:
 
 
 def test_guide_changes_only_when_a_kind_is_registered_and_old_requests_keep_theirs() -> None:
-    c = ctx()
+    store = MemoryStore(clock=FakeClock(), new_id=counter_ids())
+    c = Context(store, "s", guide=GuideRegistry(), options=OPENAI, counter=BYTES)
     c.append(UserMessage("hi"))
     first = c.prepare(now=T0)
     c.append(State("env/date", "2026-11-03"))
@@ -190,6 +191,23 @@ def test_guide_changes_only_when_a_kind_is_registered_and_old_requests_keep_thei
     assert len(guides) == 2
     assert c.rebuild(first.header.step) == first.body_bytes
     assert "ctx-weather" not in c.rebuild(first.header.step).decode()
+
+
+def test_the_default_guide_holds_only_the_kinds_in_use() -> None:
+    c = ctx()
+    c.append(UserMessage("hi"))
+    first = c.prepare(now=T0)
+    assert first.body["messages"][0] == {"role": "user", "content": "hi"}  # no guide at all
+    c.append(State("env/date", "2026-11-02"))
+    second = c.prepare(now=T0)
+    system = second.body["messages"][0]["content"]
+    assert "<ctx-state>" in system
+    assert "<ctx-rule>" not in system
+    c.append(State("env/date", "2026-11-03"))
+    third = c.prepare(now=T0)
+    assert third.body["messages"][0]["content"] == system  # a new value never changes it
+    assert third.report["prefix"]["first_difference"] is None
+    assert sum(e.kind == "guide" for e in c.events) == 1
 
 
 # --- escaping and forgery ----------------------------------------------------------------
@@ -337,7 +355,7 @@ def test_incremental_equals_from_scratch_and_is_deterministic(
 def test_appends_only_reuse_the_whole_previous_request_but_its_tail(
     first: list[Event], more: list[Event]
 ) -> None:
-    c = ctx()
+    c = ctx(guide=GuideRegistry())  # the app declares its sources: the guide never moves
     c.append(*first)
     tail = ("<ctx-status>a</ctx-status>",)
     before = c.prepare(now=T0, tail=tail)
@@ -398,13 +416,14 @@ def test_set_tools_records_only_changes() -> None:
 
 
 def test_custom_guide_registry() -> None:
-    registry = GuideRegistry([])
+    registry = GuideRegistry([MessageKind("ctx-weather", "the weather", "Ignore unless asked.")])
     store = MemoryStore()
     c = Context(store, "g", guide=registry, options=OPENAI, counter=BYTES)
-    c.append(UserMessage("x"))
+    c.append(UserMessage("x"), State("env/date", "2026-11-02"))
     system = c.prepare(now=T0).body["messages"][0]["content"]
     assert system.startswith("# How to read your input")
-    assert "<ctx-state>" not in system
+    assert "<ctx-weather>" in system
+    assert "<ctx-state>" not in system  # an explicit registry is never extended on its own
 
 
 # --- real trajectories: every logged request rebuilds to its hash ---------------------------

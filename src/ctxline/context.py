@@ -27,9 +27,11 @@ from ctxline.events import (
     Event,
     Guide,
     JsonValue,
+    Notification,
     Pending,
     RequestHeader,
     Rule,
+    State,
     StatusSnapshot,
     StoredEvent,
     ToolCall,
@@ -38,7 +40,7 @@ from ctxline.events import (
     UserMessage,
     canonical_json,
 )
-from ctxline.guide import GuideRegistry
+from ctxline.guide import CORE_KINDS, GuideRegistry
 from ctxline.prepare import (
     Preparation,
     PrepareOptions,
@@ -59,6 +61,9 @@ from ctxline.tokens import TokenCounter, get_counter
 
 __all__ = ["Context", "branch_marks", "rebuild_all", "rebuild_request"]
 
+
+_CORE = {kind.tag: kind for kind in CORE_KINDS}
+_KIND_TAGS: dict[type, str] = {State: "ctx-state", Rule: "ctx-rule", Notification: "ctx-notification"}
 
 BUILTIN_TOOLS: tuple[ToolSpec, ...] = (READ_RESULT,)
 """Tools every Context offers unless told otherwise (ctxline runs them: :meth:`Context.run_builtin`)."""
@@ -164,7 +169,11 @@ class Context:
         self.store = store
         self.session = session
         self.timeline = timeline
-        self.guide = guide if guide is not None else GuideRegistry()
+        # no registry given: the guide holds only the kinds this timeline uses, added when
+        # the first event of a kind appears (seed 000: the component that emits a kind
+        # registers its reading rule; DESIGN §4: keep the guide short)
+        self._auto_guide = guide is None
+        self.guide = guide if guide is not None else GuideRegistry([])
         self.options = options or PrepareOptions()
         self.counter = counter or get_counter(self.options.tokenizer)
         self.clock = clock
@@ -177,6 +186,8 @@ class Context:
         self._timed_rules: dict[tuple[str, str], Rule] = {}
         self._dynamic_items: list[DynamicItem] = []
         self._marks = branch_marks(store, session, timeline)
+        if self._marks and self._auto_guide:
+            self.guide.register(_CORE["ctx-branch"])
         self.dynamic = dynamic
         self.builtin_tools = tuple(builtin_tools)
         if dynamic is not None:
@@ -203,6 +214,10 @@ class Context:
     def _take(self, new: Sequence[StoredEvent]) -> None:
         for ev in new:
             e = ev.event
+            if self._auto_guide:
+                tag = _KIND_TAGS.get(type(e))
+                if tag is not None:
+                    self.guide.register(_CORE[tag])
             if isinstance(e, Guide):
                 self._guide_version = e.version
             elif isinstance(e, Tools):
@@ -268,7 +283,7 @@ class Context:
             self.append(Tools(tuple(_tool_json(b) for b in self.builtin_tools)))
         text = self.guide.compose()
         version = self.guide.version()
-        if version != self._guide_version:
+        if version != self._guide_version and (text or self._guide_version is not None):
             self.append(Guide(version, text))
         expired = [
             r

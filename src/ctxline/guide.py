@@ -99,6 +99,9 @@ class GuideRegistry:
         return tuple(self._kinds.values())
 
     def compose(self) -> str:
+        """The guide text; empty when no kind is registered (then there is nothing to explain)."""
+        if not self._kinds:
+            return ""
         lines = [GUIDE_HEADING, "", GUIDE_INTRO, ""]
         lines.extend(kind.line() for kind in self._kinds.values())
         return "\n".join(lines)
