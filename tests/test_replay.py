@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -157,6 +158,17 @@ def test_replay_cli_json_and_html_report(tmp_path: Path) -> None:
     assert again.exit_code == 0, again.output
     sessions = json.loads(CliRunner().invoke(main, ["sessions", "--db", str(db), "--json"]).output)
     assert sum(s["session"].endswith("@replay2") for s in sessions) == 8
+    # every logged request of a replayed session rebuilds through the CLI to its sha256
+    sid = "mini-swe-agent/psf__requests-2317@replay1"
+    listed = CliRunner().invoke(main, ["requests", "--db", str(db), "--session", sid, "--json"])
+    rows = json.loads(listed.output)
+    assert len(rows) > 20
+    for row in rows[:: max(1, len(rows) // 8)] + rows[-1:]:
+        rebuilt = CliRunner().invoke(
+            main, ["request", "--db", str(db), "--session", sid, "--step", str(row["step"])]
+        )
+        assert rebuilt.exit_code == 0, rebuilt.output
+        assert "sha256:" + hashlib.sha256(rebuilt.stdout_bytes).hexdigest() == row["sha256"]
 
 
 def test_assistant_only_history_is_never_an_empty_view() -> None:

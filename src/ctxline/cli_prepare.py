@@ -187,5 +187,5 @@ def request_cmd(session: str, timeline: str, step: int, db: str) -> None:
         body = ctx.rebuild(step)
         store.close()
     out = sys.stdout.buffer
-    out.write(body + b"\n")
+    out.write(body + (b"\n" if sys.stdout.isatty() else b""))  # piped: exactly the logged bytes
     out.flush()

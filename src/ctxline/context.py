@@ -96,11 +96,20 @@ def _tool_json(tool: ToolSpec | Mapping[str, JsonValue]) -> dict[str, JsonValue]
     return dict(tool)
 
 
+def _counter_for(header: RequestHeader, given: TokenCounter | None) -> TokenCounter:
+    """The counter a request was prepared with (offload previews depend on its counts)."""
+    name = str(header.report.get("tokenizer") or header.options.get("tokenizer") or "")
+    if given is not None and given.name == name:
+        return given
+    return get_counter(name)
+
+
 def _rebuild(
     events: Sequence[StoredEvent],
     header: RequestHeader,
     branches: Sequence[BranchMark],
     cache: ViewCache | None,
+    counter: TokenCounter | None = None,
 ) -> Preparation:
     options = PrepareOptions.from_json(header.options)
     upto = events[: header.upto_seq]  # a timeline is gap-free from seq 1
@@ -109,7 +118,7 @@ def _rebuild(
         options,
         StepInputs.from_json(header.inputs),
         branches=branches,
-        counter=get_counter("bytes/4"),
+        counter=_counter_for(header, counter),
         cache=cache,
     )
     if prep.sha256 != header.sha256:
@@ -121,9 +130,16 @@ def _rebuild(
 
 
 def rebuild_request(
-    events: Sequence[StoredEvent], step: int, branches: Sequence[BranchMark] = ()
+    events: Sequence[StoredEvent],
+    step: int,
+    branches: Sequence[BranchMark] = (),
+    counter: TokenCounter | None = None,
 ) -> tuple[RequestHeader, Preparation]:
-    """Rebuild logged step ``step`` of a timeline from its events; raises if the hash differs."""
+    """Rebuild logged step ``step`` of a timeline from its events; raises if the hash differs.
+
+    The counter is the one named in the step's report; pass ``counter`` when it was a
+    custom one (a name :func:`~ctxline.tokens.get_counter` does not know).
+    """
     header = next(
         (
             ev.event
@@ -134,17 +150,19 @@ def rebuild_request(
     )
     if header is None:
         raise ValidationError(f"no request step {step} in this timeline", field="step")
-    return header, _rebuild(events, header, branches, None)
+    return header, _rebuild(events, header, branches, None, counter)
 
 
 def rebuild_all(
-    events: Sequence[StoredEvent], branches: Sequence[BranchMark] = ()
+    events: Sequence[StoredEvent],
+    branches: Sequence[BranchMark] = (),
+    counter: TokenCounter | None = None,
 ) -> Iterator[tuple[RequestHeader, Preparation]]:
     """Rebuild every logged request of a timeline in order, in O(total) with one view cache."""
     cache = ViewCache()
     for ev in events:
         if isinstance(ev.event, RequestHeader):
-            yield ev.event, _rebuild(events, ev.event, branches, cache)
+            yield ev.event, _rebuild(events, ev.event, branches, cache, counter)
 
 
 class Context:
@@ -476,9 +494,9 @@ class Context:
     def rebuild_all(self) -> Iterator[tuple[RequestHeader, Preparation]]:
         """Every logged request of this timeline, rebuilt and checked, in step order."""
         self.refresh()
-        return rebuild_all(self._events, self._marks)
+        return rebuild_all(self._events, self._marks, self.counter)
 
     def rebuild(self, step: int) -> bytes:
         """The body of logged step ``step``, rebuilt from the record; checked against its sha256."""
         self.refresh()
-        return rebuild_request(self._events, step, self._marks)[1].body_bytes
+        return rebuild_request(self._events, step, self._marks, self.counter)[1].body_bytes
