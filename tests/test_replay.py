@@ -182,3 +182,18 @@ def test_assistant_only_history_is_never_an_empty_view() -> None:
         stats.add(step)
     assert stats.summary()["empty_views"] == 0
     assert stats.steps == 2
+
+
+def test_a_new_context_on_a_compacted_session_keeps_its_guide() -> None:
+    from ctxline.context import Context
+
+    session = collect_sessions(shared_data() / "mini-swe-agent", "auto")[0]
+    store = MemoryStore()
+    options = PrepareOptions(context_window=8_000, max_output=1_000)
+    steps = list(replay_session(store, session, options=options, counter=COUNTER))
+    assert any(s.prep and any(a["action"] == "compact" for a in s.prep.report["actions"]) for s in steps)
+    guides_before = sum(e.kind == "guide" for e in store.read(session.id))
+    fresh = Context(store, session.id, options=options, counter=COUNTER)
+    prep = fresh.prepare(log=False)
+    assert sum(e.kind == "guide" for e in store.read(session.id)) == guides_before
+    assert "<ctx-reaffirm>" in prep.body["messages"][0]["content"]

@@ -29,6 +29,7 @@ from ctxline.events import (
     JsonValue,
     Notification,
     Pending,
+    Reduction,
     RequestHeader,
     Rule,
     State,
@@ -236,6 +237,9 @@ class Context:
                 tag = _KIND_TAGS.get(type(e))
                 if tag is not None:
                     self.guide.register(_CORE[tag])
+                elif isinstance(e, Reduction) and e.action == "compact":
+                    for kind in COMPACTION_KINDS:
+                        self.guide.register(kind)
             if isinstance(e, Guide):
                 self._guide_version = e.version
             elif isinstance(e, Tools):
