@@ -1,6 +1,7 @@
 """The ``ctxline`` command: import real agent logs, inspect and export the record.
 
-Every error is one line on stderr and exit code 2; nothing is half-written.
+Every error is one line on stderr and exit code 2 (3 when protected content alone
+exceeds the input limit); nothing is half-written.
 
     ctxline import examples/data/tau-bench/airline-sample.json
     ctxline show --session tau-bench/airline/0-0
@@ -10,10 +11,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
 
 import click
 from rich.console import Console
@@ -21,12 +19,12 @@ from rich.table import Table
 from rich.text import Text
 
 from ctxline import __version__
+from ctxline.cli_common import db_option, one_line_errors
 from ctxline.cli_prepare import prepare_cmd, request_cmd, requests_cmd
 from ctxline.cli_replay import replay_cmd
 from ctxline.cli_tools import blob_cmd
 from ctxline.errors import (
     Conflict,
-    CtxlineError,
     UnknownSession,
     UnknownTimeline,
     ValidationError,
@@ -57,31 +55,6 @@ from ctxline.store.base import check_pairing
 
 __all__ = ["main"]
 
-F = TypeVar("F", bound=Callable[..., Any])
-
-DB_HELP = "Database: a SQLite path (default ./ctxline.db), sqlite:///PATH or :memory:."
-
-
-def _fail(message: str, code: int = 2) -> None:
-    click.echo(f"error: {message}", err=True)
-    sys.exit(code)
-
-
-@contextmanager
-def _errors() -> Iterator[None]:
-    """Turn ctxline's typed errors and file errors into one line on stderr, exit 2."""
-    try:
-        yield
-    except CtxlineError as exc:
-        _fail(str(exc))
-    except OSError as exc:
-        _fail(f"{exc.filename or ''}: {exc.strerror or exc}".lstrip(": "))
-
-
-def db_option(fn: F) -> F:
-    return click.option("--db", default="ctxline.db", show_default=True, help=DB_HELP)(fn)
-
-
 def _open(db: str) -> Store:
     return open_store(db)
 
@@ -105,7 +78,7 @@ def main() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the imported session ids as JSON.")
 def import_cmd(path: Path, db: str, fmt: str, as_json: bool) -> None:
     """Import a recorded agent session (or a file of many) into the record."""
-    with _errors():
+    with one_line_errors():
         if not path.exists():
             raise ValidationError("no such file", source=str(path))
         # shallower files first: a file that loads its companions (a Claude Code main
@@ -156,7 +129,7 @@ def import_cmd(path: Path, db: str, fmt: str, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True)
 def sessions_cmd(db: str, as_json: bool) -> None:
     """List sessions with their event counts."""
-    with _errors():
+    with one_line_errors():
         store = _open(db)
         infos = store.sessions()
         store.close()
@@ -184,7 +157,7 @@ def sessions_cmd(db: str, as_json: bool) -> None:
 @db_option
 def export_cmd(session: str, timeline: str, db: str) -> None:
     """Print a timeline as canonical JSONL (a session header line, then one event per line)."""
-    with _errors():
+    with one_line_errors():
         store = _open(db)
         info = store.session(session)
         events = store.read(session, timeline)
@@ -224,7 +197,7 @@ def append_cmd(
     session: str, timeline: str, expected_seq: int | None, create: bool, db: str, as_json: bool
 ) -> None:
     """Append canonical JSONL events from stdin, atomically (all lines or none)."""
-    with _errors():
+    with one_line_errors():
         batch: list[Pending] = []
         for number, raw in enumerate(sys.stdin.buffer, start=1):
             line = raw.decode("utf-8", "replace").strip()
@@ -322,7 +295,7 @@ KIND_STYLE = {
 @click.option("--width", default=100, show_default=True, help="Characters of text per event.")
 def show_cmd(session: str, timeline: str, db: str, width: int) -> None:
     """Print a readable timeline."""
-    with _errors():
+    with one_line_errors():
         store = _open(db)
         info = store.timeline(session, timeline)
         events = store.read(session, timeline)
@@ -356,7 +329,7 @@ def show_cmd(session: str, timeline: str, db: str, width: int) -> None:
 @db_option
 def fork_cmd(session: str, timeline: str, at_seq: int, name: str, db: str) -> None:
     """Create a branch that sees the parent's events up to --at, then its own."""
-    with _errors():
+    with one_line_errors():
         store = _open(db)
         info = store.fork(session, timeline, at_seq, name)
         store.close()

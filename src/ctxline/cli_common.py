@@ -1,4 +1,5 @@
-"""What every CLI command shares: one-line errors with exit code 2, and the --db option."""
+"""What every CLI command shares: one-line errors with exit code 2 (3 for a context
+overflow), and the --db option."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any, TypeVar
 
 import click
 
-from ctxline.errors import CtxlineError
+from ctxline.errors import ContextOverflow, CtxlineError
 
 __all__ = ["DB_HELP", "db_option", "fail", "one_line_errors"]
 
@@ -28,6 +29,8 @@ def one_line_errors() -> Iterator[None]:
     """Turn ctxline's typed errors and file errors into one line on stderr, exit 2."""
     try:
         yield
+    except ContextOverflow as exc:  # protected content alone does not fit: a distinct code
+        fail(str(exc), code=3)
     except CtxlineError as exc:
         fail(str(exc).replace("\n", " "))
     except OSError as exc:
