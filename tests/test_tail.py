@@ -185,3 +185,32 @@ def test_read_result_is_offered_and_pages_back_the_saved_output() -> None:
     assert missing is not None
     assert missing.is_error
     assert "material unavailable" in missing.content
+
+
+def test_side_channel_timestamps_come_from_the_append_time() -> None:
+    from ctxline.events import Pending
+
+    store = MemoryStore()
+    options = PrepareOptions(tokenizer="bytes/4", timestamps="Europe/Berlin")
+    c = Context(store, "s", options=options, counter=BYTES)
+    at = datetime(2026, 11, 2, 22, 59, 30, tzinfo=UTC)
+    c.append(
+        Pending(UserMessage("hi"), at=at),
+        Pending(AssistantMessage("", (ToolCall("c1", "date", {}),)), at=at),
+        Pending(ToolResult("c1", "Mon"), at=at + timedelta(seconds=45)),
+    )
+    first = c.prepare(now=T0 + timedelta(days=1))
+    contents = [m["content"] for m in first.body["messages"]]
+    assert "[2026-11-02 23:59:30] hi" in contents
+    assert "[2026-11-03 00:00:15] Mon" in contents
+    later = c.prepare(now=T0 + timedelta(days=2))
+    assert later.body["messages"][: len(first.body["messages"])] == first.body["messages"]
+    with pytest.raises(Exception, match="Atlantis"):
+        PrepareOptions(timestamps="Atlantis/Capital")
+
+
+def test_the_report_carries_the_status_decision() -> None:
+    c = ctx(status=StatusConfig(), status_mode="replace")
+    c.append(UserMessage("go"))
+    report = c.prepare(now=T0).report
+    assert report["status"] == {"strategy": "replace"}

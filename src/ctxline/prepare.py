@@ -41,6 +41,7 @@ from ctxline.events import (
     SystemMessage,
     ToolResult,
     Tools,
+    UserMessage,
     canonical_json,
     format_at,
     parse_at,
@@ -50,6 +51,7 @@ from ctxline.render.neutral import HistoryBuilder, NeutralMessage, ToolSpec
 from ctxline.render.openai import arguments_text
 from ctxline.sources import BranchMark, render_branch, render_other
 from ctxline.tags import escape
+from ctxline.timectx import side_channel_stamp, zone_info
 from ctxline.tokens import CountStore, TextCounts, TokenCounter, get_counter
 
 __all__ = [
@@ -84,6 +86,9 @@ class PrepareOptions:
     compact_target: float = 0.3
     """Compaction, the last rung, reduces to this share of the input limit: it breaks the
     cache and summarizes, so when it has to run it buys a longer quiet period."""
+    timestamps: str | None = None
+    """An IANA zone: prefix user messages and tool results with ``[YYYY-MM-DD HH:MM:SS]``
+    of their append time in that zone (seed 001's side-channel stamps). None: off."""
     keep_groups: int = 2
     """The most recent assistant groups, whose results are never trimmed."""
     summary_tokens: int = 2_000
@@ -105,6 +110,8 @@ class PrepareOptions:
             )
         if not 0 < self.target <= self.pressure <= 1:
             raise ValidationError("need 0 < target <= pressure <= 1", field="pressure")
+        if self.timestamps is not None:
+            zone_info(self.timestamps)
         if not 0 < self.compact_target <= self.target:
             raise ValidationError("need 0 < compact_target <= target", field="compact_target")
 
@@ -292,6 +299,20 @@ def _result_view(
     )
 
 
+def _stamped(stored: StoredEvent, zone: str) -> StoredEvent:
+    """Seed 001's side-channel time stamp on user messages and tool results.
+
+    It comes from the append time, which never changes, so it never breaks the cache.
+    """
+    ev = stored.event
+    stamp = side_channel_stamp(stored.at, zone)
+    if isinstance(ev, UserMessage):
+        return replace(stored, event=replace(ev, text=f"{stamp} {ev.text}"))
+    if isinstance(ev, ToolResult):
+        return replace(stored, event=replace(ev, content=f"{stamp} {ev.content}"))
+    return stored
+
+
 def _show_compaction(cache: ViewCache, events: Sequence[StoredEvent]) -> None:
     compact = cache.edits.compact
     if compact is not None and not cache.compact_shown:
@@ -347,6 +368,8 @@ def _feed(
             continue
         if isinstance(ev, ToolResult):
             event = _result_view(cache, event, ev, options, counter, count_store)
+        if options.timestamps is not None:
+            event = _stamped(event, options.timestamps)
         cache.builder.feed(event)
     if compact is not None and cache.fed_seq >= compact.upto_seq:
         _show_compaction(cache, events)
@@ -491,6 +514,7 @@ def prepare(
         "messages": len(frozen) + len(live),
         "pairing": _pairing(builder),
         "guide_version": cache.guide.version if cache.guide is not None else None,
+        **({"status": inputs.meta["status"]} if "status" in inputs.meta else {}),
     }
     cache.previous = _Previous(
         step, frozen, len(frozen), cache.generation, fingerprint, live, inputs.tail
