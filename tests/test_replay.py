@@ -58,6 +58,7 @@ def test_replay_stays_valid_at_every_window(dataset: str, window: int, max_outpu
     assert summary["peak_tokens"] <= options.input_limit
     if window >= 32_000:
         assert summary["context_overflows"] == 0
+    assert summary["compaction_failures"] == 0
 
 
 def _with_rules_and_state(session: ImportedSession) -> ImportedSession:
@@ -71,7 +72,14 @@ def _with_rules_and_state(session: ImportedSession) -> ImportedSession:
             n = results
             if n == 2:
                 out += [
-                    Pending(Rule("tests", "set", scope="session", text="Run the tests before every commit")),
+                    Pending(
+                        Rule(
+                            "tests",
+                            "set",
+                            scope="session",
+                            text="Run the tests before every commit",
+                        )
+                    ),
                     Pending(Rule("style", "set", scope="path:src/**", text="Use 4-space indents")),
                     Pending(Rule("net", "set", scope="session", text="No network access")),
                     Pending(State("env/date", "2026-11-02")),
@@ -79,7 +87,14 @@ def _with_rules_and_state(session: ImportedSession) -> ImportedSession:
                 ]
             elif n == 5:
                 out += [
-                    Pending(Rule("tests", "replace", scope="session", text="Run the fast tests before every commit")),
+                    Pending(
+                        Rule(
+                            "tests",
+                            "replace",
+                            scope="session",
+                            text="Run the fast tests before every commit",
+                        )
+                    ),
                     Pending(Rule("net", "revoke", scope="session")),
                     Pending(State("env/date", "2026-11-03")),
                     Pending(State("env/branch", cleared=True)),
@@ -93,7 +108,9 @@ def test_compaction_reaffirms_exactly_what_is_still_in_force() -> None:
     compactions = 0
     for session in sessions:
         injected = _with_rules_and_state(session)
-        task = escape(next(p.event.text for p in injected.events if isinstance(p.event, UserMessage)))
+        task = escape(
+            next(p.event.text for p in injected.events if isinstance(p.event, UserMessage))
+        )
         store = MemoryStore()
         for step in replay_session(store, injected, options=options, counter=COUNTER):
             assert step.prep is not None
@@ -103,7 +120,9 @@ def test_compaction_reaffirms_exactly_what_is_still_in_force() -> None:
             messages = step.prep.body["messages"]
             assert any(m["role"] == "user" and m["content"] == task for m in messages)
             block = next(
-                m["content"] for m in messages if m["role"] == "user" and "<ctx-reaffirm>" in m["content"]
+                m["content"]
+                for m in messages
+                if m["role"] == "user" and "<ctx-reaffirm>" in m["content"]
             )
             reaffirm = block.split("<ctx-reaffirm>", 1)[1].split("</ctx-reaffirm>", 1)[0]
             compact = next(a for a in step.prep.report["actions"] if a["action"] == "compact")
@@ -126,7 +145,16 @@ def test_replay_cli_json_and_html_report(tmp_path: Path) -> None:
     data = Path(__file__).resolve().parents[1] / "examples" / "data"
     report = tmp_path / "report.html"
     db = tmp_path / "replay.db"
-    args = ["replay", str(data), "--db", str(db), "--context-window", "8000", "--max-output", "1000"]
+    args = [
+        "replay",
+        str(data),
+        "--db",
+        str(db),
+        "--context-window",
+        "8000",
+        "--max-output",
+        "1000",
+    ]
     result = CliRunner().invoke(main, [*args, "--json", "--report", str(report)])
     assert result.exit_code == 0, result.output
     summary = json.loads(result.output)
@@ -174,7 +202,11 @@ def test_replay_cli_json_and_html_report(tmp_path: Path) -> None:
 def test_assistant_only_history_is_never_an_empty_view() -> None:
     session = ImportedSession(
         "odd",
-        [Pending(UserMessage("start")), Pending(AssistantMessage("one")), Pending(AssistantMessage("two"))],
+        [
+            Pending(UserMessage("start")),
+            Pending(AssistantMessage("one")),
+            Pending(AssistantMessage("two")),
+        ],
         {},
     )
     stats = ReplayStats()
@@ -191,9 +223,61 @@ def test_a_new_context_on_a_compacted_session_keeps_its_guide() -> None:
     store = MemoryStore()
     options = PrepareOptions(context_window=8_000, max_output=1_000)
     steps = list(replay_session(store, session, options=options, counter=COUNTER))
-    assert any(s.prep and any(a["action"] == "compact" for a in s.prep.report["actions"]) for s in steps)
+    assert any(
+        s.prep and any(a["action"] == "compact" for a in s.prep.report["actions"]) for s in steps
+    )
     guides_before = sum(e.kind == "guide" for e in store.read(session.id))
     fresh = Context(store, session.id, options=options, counter=COUNTER)
     prep = fresh.prepare(log=False)
     assert sum(e.kind == "guide" for e in store.read(session.id)) == guides_before
     assert "<ctx-reaffirm>" in prep.body["messages"][0]["content"]
+
+
+def _long_session(n: int) -> list[Pending]:
+    from ctxline.events import ToolCall
+
+    events = [Pending(UserMessage("fix the bug"))]
+    for i in range(n):
+        events.append(
+            Pending(AssistantMessage(f"step {i}", (ToolCall(f"c{i}", "bash", {"i": i}),)))
+        )
+        # failed results are never trimmed, so only a compaction can make room
+        events.append(Pending(ToolResult(f"c{i}", f"output {i} " + "x " * 300, is_error=True)))
+    return events
+
+
+def test_a_failing_summarizer_writes_nothing_and_says_so() -> None:
+    from ctxline.context import Context
+    from ctxline.errors import CompactionError
+
+    def broken(*_: object) -> str:
+        raise RuntimeError("model unavailable")
+
+    store = MemoryStore()
+    options = PrepareOptions(context_window=6_000, max_output=1_000, offload_tokens=0)
+    ctx = Context(store, "s", options=options, counter=COUNTER, summarizer=broken)
+    ctx.append(*_long_session(8))
+    ctx.prepare()  # fits: nothing to compact yet
+    ctx.append(*_long_session(24)[17:])
+    before = store.read("s")
+    with pytest.raises(CompactionError, match="model unavailable"):
+        ctx.prepare()
+    after = store.read("s")
+    assert [e for e in after if e.kind == "reduction" and "compact" in str(e.event)] == []
+    assert len(after) - len(before) <= 2  # at most the folds/trims of the first rung and a guide
+    assert all(e.kind != "request" for e in after[len(before) :])
+
+
+def test_a_compaction_that_saves_too_little_is_not_applied_but_reported() -> None:
+    from ctxline.context import Context
+
+    store = MemoryStore()
+    options = PrepareOptions(
+        context_window=6_000, max_output=1_000, offload_tokens=0, min_compaction_saving=0.9
+    )
+    ctx = Context(store, "s", options=options, counter=COUNTER)
+    ctx.append(*_long_session(14))
+    prep = ctx.prepare()
+    assert prep.report["tokens"]["total"] <= options.input_limit
+    assert any(a["action"] == "compact_failed" for a in prep.report["actions"])
+    assert not any(e.kind == "reduction" and "compact" in str(e.event) for e in store.read("s"))

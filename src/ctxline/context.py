@@ -20,9 +20,14 @@ from dataclasses import replace
 from datetime import datetime
 
 from ctxline.blobs import blob_ref
-from ctxline.budget import plan_reductions
-from ctxline.compaction import COMPACTION_KINDS, plan_compaction
-from ctxline.errors import ContextOverflow, IntegrityError, ValidationError
+from ctxline.budget import ViewMessage, plan_reductions
+from ctxline.compaction import COMPACTION_KINDS, Summarizer, extractive_summary, plan_compaction
+from ctxline.errors import (
+    CompactionError,
+    ContextOverflow,
+    IntegrityError,
+    ValidationError,
+)
 from ctxline.events import (
     Event,
     Guide,
@@ -64,7 +69,11 @@ __all__ = ["Context", "branch_marks", "rebuild_all", "rebuild_request"]
 
 
 _CORE = {kind.tag: kind for kind in CORE_KINDS}
-_KIND_TAGS: dict[type, str] = {State: "ctx-state", Rule: "ctx-rule", Notification: "ctx-notification"}
+_KIND_TAGS: dict[type, str] = {
+    State: "ctx-state",
+    Rule: "ctx-rule",
+    Notification: "ctx-notification",
+}
 
 BUILTIN_TOOLS: tuple[ToolSpec, ...] = (READ_RESULT,)
 """Tools every Context offers unless told otherwise (ctxline runs them: :meth:`Context.run_builtin`)."""
@@ -184,6 +193,7 @@ class Context:
         status_mode: str = "auto",
         dynamic: DynamicSource | None = None,
         builtin_tools: Sequence[ToolSpec] = BUILTIN_TOOLS,
+        summarizer: Summarizer = extractive_summary,
     ) -> None:
         self.store = store
         self.session = session
@@ -209,6 +219,7 @@ class Context:
             self.guide.register(_CORE["ctx-branch"])
         self.dynamic = dynamic
         self.builtin_tools = tuple(builtin_tools)
+        self.summarizer = summarizer
         if dynamic is not None:
             self.guide.register(DYNAMIC_KIND)
         self._status: StatusDriver | None = None
@@ -410,6 +421,8 @@ class Context:
     def _reduce(self, prep: Preparation, inputs: StepInputs, opts: PrepareOptions) -> Preparation:
         limit = opts.input_limit
         target = int(limit * opts.target)
+        failure: str | None = None
+        last_resort_failed = False
         for attempt in range(2):
             view = view_messages(self._cache, self.counter)
             total = _total(prep)
@@ -431,26 +444,30 @@ class Context:
                 keep_groups=opts.keep_groups if attempt == 0 else 0,
                 handle_of=handles,
             )
-            # attempt 0 compacts to the compaction target, keeping later user messages that
-            # fit; attempt 1 (still over the limit) keeps only the original task verbatim
             if estimate > (target if attempt == 0 else limit):
-                compact = self._cache.edits.compact
-                compaction = plan_compaction(
-                    view,
-                    self._events,
-                    fixed_tokens=total - history,
-                    target=int(limit * opts.compact_target) if attempt == 0 else int(limit * 0.9),
-                    counter=self.counter,
-                    summary_tokens=opts.summary_tokens if attempt == 0 else opts.summary_tokens // 4,
-                    previous_upto=compact.upto_seq if compact is not None else 0,
-                    keep_users=attempt == 0,
-                    ceiling=target if attempt == 0 else int(limit * 0.9),
-                )
+                compaction = None
+                try:
+                    compaction = self._compaction(view, total - history, opts, attempt)
+                    if (
+                        attempt == 0
+                        and compaction is not None
+                        and compaction.saved_tokens < opts.min_compaction_saving * total
+                    ):
+                        raise CompactionError(
+                            f"a compaction up to seq {compaction.upto_seq} would save only"
+                            f" {compaction.saved_tokens:,} of {total:,} tokens (the minimum is"
+                            f" {opts.min_compaction_saving:.0%}); the record and the last summary"
+                            " are unchanged"
+                        )
+                except CompactionError as exc:
+                    compaction = None
+                    failure = str(exc)
+                    last_resort_failed = attempt == 1
                 if compaction is not None:
                     reductions = [r for r in reductions if r.action == "fold"] + [compaction]
                     self._register_compaction()
             if not reductions:
-                break
+                continue  # the next attempt tries harder
             for r in reductions:
                 for seq in r.seqs:
                     content = self._events[seq - 1].event
@@ -460,7 +477,9 @@ class Context:
             prep = self._prepare(inputs, opts)
             if _total(prep) <= limit:
                 return prep
-        if _total(prep) > limit:
+        if _total(prep) > limit:  # never send a request over the limit
+            if last_resort_failed and failure is not None:
+                raise CompactionError(failure)
             tokens = prep.report["tokens"]
             task = self._task_tokens()
             raise ContextOverflow(
@@ -473,6 +492,9 @@ class Context:
                     "tail": int(tokens["tail"]),
                 },
             )
+        if failure is not None:  # under the limit all the same: send it, say why not compacted
+            meta = {**inputs.meta, "compaction_failed": failure}
+            return self._prepare(replace(inputs, meta=meta), opts)
         return prep
 
     def _task_tokens(self) -> int:
@@ -483,6 +505,32 @@ class Context:
             if vm.message.seq == task.seq:
                 return vm.tokens
         return 0
+
+    def _compaction(
+        self, view: Sequence[ViewMessage], fixed: int, opts: PrepareOptions, attempt: int
+    ) -> Reduction | None:
+        """The compaction of this step. Attempt 0 compacts to the compaction target and keeps
+        the later user messages that fit; attempt 1 (still over the limit) keeps only the
+        original task verbatim. A summarizer failure becomes :class:`CompactionError`."""
+        limit = opts.input_limit
+        compact = self._cache.edits.compact
+        try:
+            return plan_compaction(
+                view,
+                self._events,
+                fixed_tokens=fixed,
+                target=int(limit * (opts.compact_target if attempt == 0 else 0.9)),
+                counter=self.counter,
+                summary_tokens=opts.summary_tokens if attempt == 0 else opts.summary_tokens // 4,
+                previous_upto=compact.upto_seq if compact is not None else 0,
+                summarizer=self.summarizer,
+                keep_users=attempt == 0,
+                ceiling=int(limit * (opts.target if attempt == 0 else 0.9)),
+            )
+        except CompactionError:
+            raise
+        except Exception as exc:  # any summarizer failure: nothing is written
+            raise CompactionError(f"the summarizer failed: {type(exc).__name__}: {exc}") from exc
 
     def _register_compaction(self) -> None:
         for kind in COMPACTION_KINDS:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 __all__ = [
     "BlobError",
+    "CompactionError",
     "Conflict",
     "ContextOverflow",
     "CtxlineError",
@@ -135,6 +136,10 @@ class ContextOverflow(CtxlineError):
             f"the request needs {total:,} tokens but the input limit is {limit:,} ({parts});"
             " nothing more can be removed without dropping protected content"
         )
+
+
+class CompactionError(CtxlineError):
+    """A compaction that failed, or would not shrink the request enough; nothing was written."""
 
 
 class TokenizerUnavailable(CtxlineError):

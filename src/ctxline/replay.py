@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ctxline.context import Context
-from ctxline.errors import ContextOverflow
+from ctxline.errors import CompactionError, ContextOverflow
 from ctxline.events import AssistantMessage, Pending, UserMessage
 from ctxline.importers import ImportedSession
 from ctxline.prepare import Preparation, PrepareOptions, view_messages
@@ -45,8 +45,9 @@ class ReplayStep:
     """One prepared request of a replay, with what the metrics need from the view.
 
     ``overflow`` is set (and ``prep`` is None) when protected content alone exceeded
-    the input limit: ctxline refused to build the request rather than send it too long
-    or without the original task. The replay goes on with the next step.
+    the input limit (or a compaction could not save enough): ctxline refused to build
+    the request rather than send it too long or without the original task. The replay
+    goes on with the next step.
     """
 
     session: str
@@ -104,7 +105,7 @@ def replay_session(
             started = time.perf_counter()
             try:
                 prep = ctx.prepare(now=now)
-            except ContextOverflow as exc:
+            except (ContextOverflow, CompactionError) as exc:
                 yield ReplayStep(
                     sid, None, (time.perf_counter() - started) * 1000, [], False, str(exc)
                 )
@@ -140,6 +141,7 @@ class ReplayStats:
     task_kept_steps: int = 0
     breaks: int = 0
     context_overflows: int = 0
+    compaction_failures: int = 0
     overflow_sessions: set[str] = field(default_factory=set)
     actions: Counter[str] = field(default_factory=Counter)
     offloads: set[tuple[str, int]] = field(default_factory=set)
@@ -149,7 +151,10 @@ class ReplayStats:
 
     def add(self, step: ReplayStep) -> None:
         if step.prep is None:
-            self.context_overflows += 1
+            if step.overflow is not None and "compaction" in step.overflow:
+                self.compaction_failures += 1
+            else:
+                self.context_overflows += 1
             self.overflow_sessions.add(step.session)
             return
         report = step.prep.report
@@ -200,6 +205,7 @@ class ReplayStats:
             "over_limit_steps": self.over_limit_steps,
             "pairing_errors": self.pairing_errors,
             "context_overflows": self.context_overflows,
+            "compaction_failures": self.compaction_failures,
             "overflow_sessions": sorted(self.overflow_sessions),
             "empty_views": self.empty_views,
             "task_kept": round(self.task_kept_steps / steps, 4),
