@@ -26,8 +26,6 @@ __all__ = ["PREFIX", "TAG_PATTERN", "count_tags", "element", "escape", "escape_a
 
 PREFIX = "ctx-"
 
-# what a tag opener may look like once look-alikes are folded: "<", optional "/" and spaces
-_OPENER = re.compile(r"<\s*/?\s*ctx-", re.IGNORECASE)
 TAG_PATTERN = re.compile(r"</?ctx-[a-z][a-z0-9-]*")
 """A real ctxline tag in rendered text (after escaping, only ctxline's own remain)."""
 
@@ -70,22 +68,50 @@ def _fold(ch: str) -> str:
     return folded if len(folded) == 1 else ch
 
 
+def _opens_tag(text: str, i: int) -> bool:
+    """Whether the ``<`` (or look-alike) at ``i`` opens or closes a ``ctx-`` tag.
+
+    Skips whitespace, invisible format characters and one ``/`` after it, then needs
+    ``ctx-`` (case-insensitive, look-alikes folded, invisible characters anywhere).
+    """
+    n = len(text)
+    j = i + 1
+    slash = False
+    while j < n:
+        f = _fold(text[j])
+        if not f or f.isspace():
+            j += 1
+        elif f == "/" and not slash:
+            slash = True
+            j += 1
+        else:
+            break
+    for expected in "ctx-":
+        while j < n and not _fold(text[j]):
+            j += 1
+        if j >= n or _fold(text[j]).lower() != expected:
+            return False
+        j += 1
+    return True
+
+
 def escape(text: str) -> str:
-    """``text`` with every ``ctx-`` tag opener (look-alikes included) made inert."""
-    if not _SUSPECT.search(text):
-        return text
-    folded: list[str] = []
-    origin: list[int] = []
-    for i, ch in enumerate(text):
-        f = _fold(ch)
-        if f:
-            folded.append(f)
-            origin.append(i)
-    flat = "".join(folded)
-    starts = {origin[m.start()] for m in _OPENER.finditer(flat)}
+    """``text`` with every ``ctx-`` tag opener (look-alikes included) made inert.
+
+    Only the characters after each ``<``-like character are looked at, so text full of
+    ``<`` (HTML, code, ``<returncode>``) costs little more than text without.
+    """
+    starts = [m.start() for m in _SUSPECT.finditer(text) if _opens_tag(text, m.start())]
     if not starts:
         return text
-    return "".join("&lt;" if i in starts else ch for i, ch in enumerate(text))
+    out: list[str] = []
+    last = 0
+    for i in starts:
+        out.append(text[last:i])
+        out.append("&lt;")
+        last = i + 1
+    out.append(text[last:])
+    return "".join(out)
 
 
 def escape_attr(value: str) -> str:
