@@ -27,6 +27,7 @@ from ctxline.events import (
     Notification,
     Reduction,
     StoredEvent,
+    ToolCall,
     ToolResult,
     UserMessage,
 )
@@ -73,44 +74,63 @@ def _clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+def _line(ev: StoredEvent, calls: dict[str, ToolCall]) -> str | None:
+    e = ev.event
+    if isinstance(e, UserMessage):
+        return f"[{ev.seq}] user: {_clip(e.text, 300)}"
+    if isinstance(e, AssistantMessage) and e.text.strip():
+        return f"[{ev.seq}] assistant: {_clip(e.text, 200)}"
+    if isinstance(e, ToolResult):
+        call = calls.get(e.call_id)
+        name = call.name if call is not None else (e.name or "tool")
+        args = _clip(arguments_text(call.arguments), 120) if call is not None else ""
+        status = "error" if e.is_error else "ok"
+        first = next((line for line in e.content.splitlines() if line.strip()), "")
+        return f"[{ev.seq}] {name}({args}) → {status}: {_clip(first, 120)}"
+    if isinstance(e, Notification):
+        return f"[{ev.seq}] notification from {e.source}: {_clip(e.text, 160)}"
+    return None
+
+
 def extractive_summary(events: Sequence[StoredEvent], max_tokens: int, counter: TokenCounter) -> str:
     """A deterministic line-per-step digest of ``events``, kept within ``max_tokens``.
 
-    When it is too long the oldest lines go first (a marker says how many).
+    When it is too long the oldest lines go first (a marker says how many). Lines are
+    made newest first and only until the budget is spent, so the cost of a compaction
+    does not grow with the length of the record beyond one cheap pass.
     """
-    calls: dict[str, tuple[str, str]] = {}
-    lines: list[str] = []
+    calls: dict[str, ToolCall] = {}
     for ev in events:
-        e = ev.event
-        if isinstance(e, UserMessage):
-            lines.append(f"[{ev.seq}] user: {_clip(e.text, 300)}")
-        elif isinstance(e, AssistantMessage):
-            if e.text.strip():
-                lines.append(f"[{ev.seq}] assistant: {_clip(e.text, 200)}")
-            for call in e.tool_calls:
-                calls[call.id] = (call.name, _clip(arguments_text(call.arguments), 120))
-        elif isinstance(e, ToolResult):
-            name, args = calls.get(e.call_id, (e.name or "tool", ""))
-            status = "error" if e.is_error else "ok"
-            first = next((line for line in e.content.splitlines() if line.strip()), "")
-            lines.append(f"[{ev.seq}] {name}({args}) → {status}: {_clip(first, 120)}")
-        elif isinstance(e, Notification):
-            lines.append(f"[{ev.seq}] notification from {e.source}: {_clip(e.text, 160)}")
+        if isinstance(ev.event, AssistantMessage):
+            for call in ev.event.tool_calls:
+                calls[call.id] = call
     head = f"Summary of record seq 1–{events[-1].seq if events else 0} (extractive, made by ctxline from the record):"
-    costs = [counter.count(line) + 1 for line in lines]
     budget = max_tokens - counter.count(head) - 16
-    if sum(costs) <= budget:
-        return "\n".join([head, *lines])
     kept: list[str] = []
     used = 0
-    for line, cost in zip(reversed(lines), reversed(costs), strict=True):
-        if used + cost > budget:
-            break
-        kept.append(line)
-        used += cost
+    index = len(events) - 1
+    while index >= 0:
+        line = _line(events[index], calls)
+        if line is not None:
+            cost = counter.count(line) + 1
+            if used + cost > budget:
+                break
+            kept.append(line)
+            used += cost
+        index -= 1
     kept.reverse()
-    omitted = len(lines) - len(kept)
+    if index < 0:
+        return "\n".join([head, *kept])
+    omitted = sum(1 for ev in events[: index + 1] if _line_kind(ev))
     return "\n".join([head, f"… {omitted:,} earlier steps omitted …", *kept])
+
+
+def _line_kind(ev: StoredEvent) -> bool:
+    """Whether :func:`_line` gives a line for ``ev`` (without making it)."""
+    e = ev.event
+    return isinstance(e, UserMessage | ToolResult | Notification) or (
+        isinstance(e, AssistantMessage) and bool(e.text.strip())
+    )
 
 
 def digest(events: Sequence[StoredEvent], handles: dict[int, str]) -> str:
