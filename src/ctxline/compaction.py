@@ -20,12 +20,15 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Callable, Sequence
+from datetime import datetime
 
 from ctxline.budget import ViewMessage, _groups
 from ctxline.events import (
     AssistantMessage,
     Notification,
     Reduction,
+    Rule,
+    State,
     StoredEvent,
     ToolCall,
     ToolResult,
@@ -33,7 +36,7 @@ from ctxline.events import (
 )
 from ctxline.guide import MessageKind
 from ctxline.render.openai import arguments_text
-from ctxline.sources import current_state, render_rule, render_state, valid_rules
+from ctxline.sources import render_rule, render_state, rule_in_force
 from ctxline.tags import element, escape
 from ctxline.tokens import TokenCounter
 
@@ -66,7 +69,9 @@ COMPACTION_KINDS = (
 )
 
 _FILE_KEYS = ("path", "file_path", "filename", "file", "notebook_path")
-_FILE_IN_TEXT = re.compile(r"(?<![\w/.-])((?:[\w.-]+/)*[\w-]+\.(?:py|js|ts|tsx|jsx|go|rs|java|c|h|cpp|md|txt|json|yaml|yml|toml|cfg|ini|sh|rb|ex|exs|html|css))\b")
+_FILE_IN_TEXT = re.compile(
+    r"(?<![\w/.-])((?:[\w.-]+/)*[\w-]+\.(?:py|js|ts|tsx|jsx|go|rs|java|c|h|cpp|md|txt|json|yaml|yml|toml|cfg|ini|sh|rb|ex|exs|html|css))\b"
+)
 
 
 def _clip(text: str, width: int) -> str:
@@ -92,7 +97,9 @@ def _line(ev: StoredEvent, calls: dict[str, ToolCall]) -> str | None:
     return None
 
 
-def extractive_summary(events: Sequence[StoredEvent], max_tokens: int, counter: TokenCounter) -> str:
+def extractive_summary(
+    events: Sequence[StoredEvent], max_tokens: int, counter: TokenCounter
+) -> str:
     """A deterministic line-per-step digest of ``events``, kept within ``max_tokens``.
 
     When it is too long the oldest lines go first (a marker says how many). Lines are
@@ -133,42 +140,100 @@ def _line_kind(ev: StoredEvent) -> bool:
     )
 
 
+class SpanFold:
+    """Running facts about the record up to a seq: tools used, files touched, rules, state.
+
+    A compaction's digest and re-affirmation describe everything up to its cut; folding
+    the record once, forward, keeps each new compaction O(new events).
+    """
+
+    def __init__(self) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
+        self.upto = 0
+        self.last_id = ""
+        self.tools: Counter[str] = Counter()
+        self.files: dict[str, None] = {}
+        self.rules: dict[tuple[str, str], Rule] = {}
+        self.state: dict[str, State] = {}
+
+    def advance(self, events: Sequence[StoredEvent], upto: int) -> SpanFold:
+        """Fold ``events`` up to seq ``upto`` (starting over if they are another record)."""
+        if upto < self.upto or (self.upto and events[self.upto - 1].id != self.last_id):
+            self._reset()
+        for ev in events[self.upto : upto]:
+            e = ev.event
+            if isinstance(e, AssistantMessage):
+                for call in e.tool_calls:
+                    self._call(call)
+            elif isinstance(e, Rule):
+                if e.op in ("set", "replace"):
+                    self.rules[(e.scope, e.rule_id)] = e
+                else:
+                    self.rules.pop((e.scope, e.rule_id), None)
+            elif isinstance(e, State):
+                if e.cleared:
+                    self.state.pop(e.source, None)
+                else:
+                    self.state[e.source] = e
+        if upto > self.upto:
+            self.upto, self.last_id = upto, events[upto - 1].id
+        return self
+
+    def _call(self, call: ToolCall) -> None:
+        self.tools[call.name] += 1
+        args = call.arguments
+        if isinstance(args, dict):
+            for key in _FILE_KEYS:
+                value = args.get(key)
+                if isinstance(value, str) and value:
+                    self.files.pop(value, None)
+                    self.files[value] = None
+            texts = [v for v in args.values() if isinstance(v, str)]
+        else:
+            texts = [args] if isinstance(args, str) else []
+        for text in texts:
+            for match in _FILE_IN_TEXT.findall(text[:600]):
+                self.files.pop(match, None)
+                self.files[match] = None
+
+    def digest(self, handles: dict[int, str]) -> str:
+        saved = [f"seq {seq}: {ref}" for seq, ref in sorted(handles.items()) if seq <= self.upto]
+        tools = ", ".join(f"{name} ×{n}" for name, n in sorted(self.tools.items()))
+        return "\n".join(
+            [
+                "tools used: " + (tools or "none"),
+                "saved outputs (read_result): " + ("; ".join(saved[-12:]) or "none"),
+                "files touched: " + (", ".join(list(self.files)[-25:]) or "none"),
+            ]
+        )
+
+    def reaffirm(self, now: datetime | None = None) -> list[str]:
+        rules = [render_rule(r) for r in self.rules.values() if rule_in_force(r, now)]
+        return rules + [render_state(s) for s in self.state.values()]
+
+
 def digest(events: Sequence[StoredEvent], handles: dict[int, str]) -> str:
-    tools: Counter[str] = Counter()
-    files: dict[str, None] = {}
-    for ev in events:
-        e = ev.event
-        if isinstance(e, AssistantMessage):
-            for call in e.tool_calls:
-                tools[call.name] += 1
-                args = call.arguments
-                if isinstance(args, dict):
-                    for key in _FILE_KEYS:
-                        value = args.get(key)
-                        if isinstance(value, str) and value:
-                            files[value] = None
-                text = arguments_text(args)
-                for match in _FILE_IN_TEXT.findall(text[:2000]):
-                    files[match] = None
-    saved = [f"seq {seq}: {ref}" for seq, ref in sorted(handles.items()) if seq <= (events[-1].seq if events else 0)]
-    parts = [
-        "tools used: " + (", ".join(f"{name} ×{n}" for name, n in sorted(tools.items())) or "none"),
-        "saved outputs (read_result): " + ("; ".join(saved[-12:]) or "none"),
-        "files touched: " + (", ".join(list(files)[-25:]) or "none"),
-    ]
-    return "\n".join(parts)
+    """Tools used with counts, saved outputs and files touched in ``events``."""
+    upto = events[-1].seq if events else 0
+    return (
+        SpanFold().advance(events, upto).digest(handles) if events else SpanFold().digest(handles)
+    )
 
 
 def compaction_block(
-    reduction: Reduction, events: Sequence[StoredEvent], handles: dict[int, str]
+    reduction: Reduction,
+    events: Sequence[StoredEvent],
+    handles: dict[int, str],
+    fold: SpanFold | None = None,
 ) -> str:
     """The user-role message that stands for the compacted span."""
-    span = events[: reduction.upto_seq]
-    affirm = [render_rule(rule) for rule in valid_rules(span).values()]
-    affirm += [render_state(state) for state in current_state(span).values()]
+    span = (fold or SpanFold()).advance(events, reduction.upto_seq)
+    affirm = span.reaffirm()
     blocks = [
         element("ctx-summary", escape(reduction.summary), upto_seq=str(reduction.upto_seq)),
-        element("ctx-digest", escape(digest(span, handles))),
+        element("ctx-digest", escape(span.digest(handles))),
         element("ctx-reaffirm", "\n" + "\n".join(affirm) + "\n" if affirm else ""),
     ]
     return "\n".join(blocks)
@@ -245,4 +310,3 @@ def plan_compaction(
             "kept_recent_tokens": used,
         },
     )
-

@@ -30,7 +30,7 @@ from typing import Any, Literal
 
 from ctxline.blobs import blob_ref
 from ctxline.budget import ViewEdits, ViewMessage, fold_reference, preview
-from ctxline.compaction import compaction_block
+from ctxline.compaction import SpanFold, compaction_block
 from ctxline.errors import ValidationError
 from ctxline.events import (
     Guide,
@@ -241,19 +241,24 @@ class ViewCache:
     counter_name: str = ""
     edits: ViewEdits = field(default_factory=ViewEdits.empty)
     compact_shown: bool = False
-    content_tokens: dict[int, int] = field(default_factory=dict)
     handles: dict[int, str] = field(default_factory=dict)
     actions: list[Reduction] = field(default_factory=list)
+    span: SpanFold = field(default_factory=SpanFold)
+    text_tokens: dict[str, int] = field(default_factory=dict)
+    """Token counts by text, kept when the view is rendered again (same counter)."""
 
-    def reset(self) -> None:
-        """Forget the rendered view (it is rebuilt on the next prepare); keeps the previous request."""
+    def reset(self, keep_counts: bool = True) -> None:
+        """Forget the rendered view (it is rebuilt on the next prepare); keeps the previous
+        request, and the token counts unless ``keep_counts`` is false (another counter)."""
         generation, previous, counter_name = self.generation + 1, self.previous, self.counter_name
-        content_tokens = self.content_tokens if counter_name else {}
+        text_tokens = self.text_tokens if keep_counts else {}
+        span = self.span
         fresh = ViewCache()
         for name in self.__dataclass_fields__:
             setattr(self, name, getattr(fresh, name))
         self.generation, self.previous, self.counter_name = generation, previous, counter_name
-        self.content_tokens = content_tokens
+        self.span = span  # it checks by itself that it is folding the same record
+        self.text_tokens = text_tokens
 
 
 def _tool_specs(event: Tools) -> tuple[ToolSpec, ...]:
@@ -289,10 +294,10 @@ def _result_view(
     offload = limit > 0 and len(event.content) > limit
     if not (trimmed or offload):
         return stored
-    tokens = cache.content_tokens.get(seq)
+    tokens = cache.text_tokens.get(event.content)
     if tokens is None:
         tokens = TextCounts(counter, count_store).counts([event.content])[0]
-        cache.content_tokens[seq] = tokens
+        cache.text_tokens[event.content] = tokens
     if not trimmed and tokens <= limit:
         return stored
     handle = cache.handles.get(seq)
@@ -320,7 +325,7 @@ def _stamped(stored: StoredEvent, zone: str) -> StoredEvent:
 def _show_compaction(cache: ViewCache, events: Sequence[StoredEvent]) -> None:
     compact = cache.edits.compact
     if compact is not None and not cache.compact_shown:
-        text = compaction_block(compact, events, cache.handles)
+        text = compaction_block(compact, events, cache.handles, cache.span)
         cache.builder.add(NeutralMessage("user", text))
         cache.compact_shown = True
 
@@ -395,10 +400,19 @@ def view_messages(cache: ViewCache, counter: TokenCounter) -> list[ViewMessage]:
 
 
 def _count(
-    counter: TokenCounter, messages: Sequence[NeutralMessage], store: CountStore | None = None
+    counter: TokenCounter,
+    messages: Sequence[NeutralMessage],
+    store: CountStore | None = None,
+    memo: dict[str, int] | None = None,
 ) -> list[int]:
+    """Tokens of each message; ``memo`` (text → count) survives view rebuilds."""
     texts = [message_text(m) for m in messages]
-    return [n + FRAMING_TOKENS for n in TextCounts(counter, store).counts(texts)]
+    if memo is None:
+        return [n + FRAMING_TOKENS for n in TextCounts(counter, store).counts(texts)]
+    missing = [t for t in texts if t not in memo]
+    if missing:
+        memo.update(zip(missing, TextCounts(counter, store).counts(missing), strict=True))
+    return [memo[t] + FRAMING_TOKENS for t in texts]
 
 
 def prepare(
@@ -423,14 +437,14 @@ def prepare(
     counter = counter or get_counter(options.tokenizer)
     cache = cache if cache is not None else ViewCache()
     if cache.counter_name and cache.counter_name != counter.name:
-        cache.reset()
+        cache.reset(keep_counts=False)
     cache.counter_name = counter.name
     _feed(cache, events, branches, options, counter, count_store)
     builder = cache.builder
 
     frozen = builder.frozen
     new_frozen = frozen[len(cache.frozen_tokens) :]
-    for n in _count(counter, new_frozen, count_store):
+    for n in _count(counter, new_frozen, count_store, cache.text_tokens):
         cache.frozen_tokens.append(n)
         cache.frozen_prefix_sum.append(cache.frozen_prefix_sum[-1] + n)
     open_messages = builder.open_messages()
