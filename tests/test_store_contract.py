@@ -227,3 +227,147 @@ def test_token_counts_are_stored_per_tokenizer(store: Store) -> None:
     store.put_token_counts("bytes/4", {"a": 4})
     assert store.get_token_counts(["a", "b", "c"], "o200k_base") == {"a": 3, "b": 5}
     assert store.get_token_counts(["a", "b"], "bytes/4") == {"a": 4}
+
+
+# --- search (search_history) -------------------------------------------------------
+
+
+def _searchable(store: Store) -> None:
+    store.create_session("s")
+    call = AssistantMessage(
+        "Running the migration tests.",
+        (ToolCall("c1", "bash", {"command": "pytest tests/test_migrations.py"}),),
+    )
+    store.append(
+        "s",
+        [
+            UserMessage("Please fix the failing migration in the billing service"),
+            call,
+            ToolResult("c1", "FAILED test_up: IntegrityError: duplicate key\n" + "ok\n" * 600),
+            UserMessage("Also the Café menu renders badly on mobile"),
+            AssistantMessage("The billing fix is done; the menu is next."),
+        ],
+    )
+
+
+def test_search_finds_matching_events_best_first(store: Store) -> None:
+    _searchable(store)
+    hits = store.search("s", "IntegrityError")
+    assert [(h.seq, h.kind) for h in hits] == [(3, "tool.result")]
+    assert "IntegrityError" in hits[0].snippet
+    assert hits[0].score > 0
+    billing = store.search("s", "billing")
+    assert {h.seq for h in billing} == {1, 5}
+    assert [h.seq for h in store.search("s", "billing", limit=1)] in ([1], [5])
+    # any word may match; more of them rank higher
+    both = store.search("s", "failing billing")
+    assert both[0].seq == 1
+    assert {h.seq for h in both} == {1, 5}
+    # tool call names and arguments are what the model read, so they are searched
+    assert [h.seq for h in store.search("s", "pytest")] == [2]
+    assert store.search("s", "nothing-like-this-anywhere") == []
+
+
+def test_search_normalizes_case_and_accents(store: Store) -> None:
+    _searchable(store)
+    for query in ("cafe", "CAFÉ", "Café"):
+        hits = store.search("s", query)
+        assert [h.seq for h in hits] == [4], query
+        assert "Café" in hits[0].snippet
+
+
+def test_search_phrases_match_words_in_order(store: Store) -> None:
+    _searchable(store)
+    assert [h.seq for h in store.search("s", '"billing service"')] == [1]
+    assert store.search("s", '"service billing"') == []
+
+
+def test_search_handle_for_long_tool_results(store: Store) -> None:
+    _searchable(store)
+    store.append(
+        "s",
+        [AssistantMessage("", (ToolCall("c2", "cat", {}),)), ToolResult("c2", "short output")],
+    )
+    (long_hit,) = store.search("s", "duplicate key")
+    (result,) = [e for e in store.read("s") if e.seq == 3]
+    assert isinstance(result.event, ToolResult)
+    assert long_hit.handle == blob_ref(result.event.content.encode())
+    (short_hit,) = store.search("s", "short output")
+    assert (short_hit.seq, short_hit.handle) == (7, "")
+    assert all(h.handle == "" for h in store.search("s", "billing"))
+
+
+def test_search_sees_only_the_timeline(store: Store) -> None:
+    store.create_session("s")
+    store.append("s", [UserMessage("alpha shared"), UserMessage("beta shared")])
+    store.append("s", [UserMessage("gamma only on main")])
+    store.fork("s", MAIN, 2, "alt")
+    store.append("s", [UserMessage("delta only on alt")], timeline="alt")
+    store.fork("s", "alt", 3, "alt2")
+    store.append("s", [UserMessage("epsilon only on alt2")], timeline="alt2")
+    assert {h.seq for h in store.search("s", "shared", timeline="alt")} == {1, 2}
+    assert store.search("s", "gamma", timeline="alt") == []
+    assert store.search("s", "delta") == []
+    assert [h.seq for h in store.search("s", "delta", timeline="alt")] == [3]
+    assert [h.seq for h in store.search("s", "delta epsilon", timeline="alt2")] in ([4, 3], [3, 4])
+    assert store.search("s", "epsilon", timeline="alt") == []
+    store.create_session("other")
+    store.append("other", [UserMessage("alpha elsewhere")])
+    assert [h.seq for h in store.search("s", "alpha")] == [1]
+    assert [h.seq for h in store.search("other", "alpha")] == [1]
+
+
+def test_search_query_syntax_never_reaches_the_backend(store: Store) -> None:
+    _searchable(store)
+    for query in (
+        "NEAR(billing",
+        '"unbalanced billing',
+        "billing* OR -mobile",
+        "text:billing",
+        "billing'; DROP TABLE events; --",
+        "billing AND NOT (",
+        "^billing {x} [y] <ctx-rule>",
+    ):
+        hits = store.search("s", query)
+        assert {1, 5} <= {h.seq for h in hits}, query
+    assert store.head("s") == 5
+    for empty in ("", "   ", "!!! ... ???", '""'):
+        with pytest.raises(ValidationError, match="query"):
+            store.search("s", empty)
+    for bad in (0, -1, 101):
+        with pytest.raises(ValidationError, match="limit"):
+            store.search("s", "billing", limit=bad)
+    with pytest.raises(UnknownSession):
+        store.search("nope", "billing")
+    with pytest.raises(UnknownTimeline):
+        store.search("s", "billing", timeline="nope")
+
+
+def test_search_skips_ctxline_records_and_retries(store: Store) -> None:
+    from ctxline.events import Guide, RequestHeader
+
+    store.create_session("s")
+    batch = [Pending(UserMessage("zebra crossing"), id="u-1")]
+    store.append("s", batch)
+    store.append("s", batch)  # an idempotent retry indexes nothing twice
+    store.append(
+        "s",
+        [Guide("v1", "zebra guide text"), RequestHeader(1, 1, "sha256:" + "0" * 64)],
+    )
+    assert [h.seq for h in store.search("s", "zebra")] == [1]
+    assert store.search("s", "guide") == []
+
+
+def test_unstorable_text_is_refused_the_same_everywhere(store: Store) -> None:
+    store.create_session("s")
+    store.append("s", [_user(1)])
+    with pytest.raises(ValidationError, match="lone surrogate"):
+        store.append("s", [_user(2), UserMessage("broken \ud83d decoder")])
+    with pytest.raises(ValidationError, match="lone surrogate"):
+        store.append("s", [Pending(_user(3), id="id-\udcff")])
+    with pytest.raises(ValidationError, match="not valid JSON"):
+        store.append("s", [UserMessage("x", meta={"score": float("nan")})])
+    with pytest.raises(ValidationError, match="lone surrogate"):
+        store.create_session("bad-\ud800")
+    assert store.head("s") == 1
+    assert [s.id for s in store.sessions()] == ["s"]

@@ -10,14 +10,25 @@ from pathlib import Path
 from typing import Literal
 
 from ctxline.errors import ValidationError
-from ctxline.store.base import MAIN, SessionInfo, Store, TimelineInfo, new_ulid, utc_now
+from ctxline.store.base import (
+    MAIN,
+    HealthCheck,
+    SearchHit,
+    SessionInfo,
+    Store,
+    TimelineInfo,
+    new_ulid,
+    utc_now,
+)
 from ctxline.store.memory import MemoryStore
 from ctxline.store.sqlite import SQLiteStore
 
 __all__ = [
     "MAIN",
+    "HealthCheck",
     "MemoryStore",
     "SQLiteStore",
+    "SearchHit",
     "SessionInfo",
     "Store",
     "TimelineInfo",

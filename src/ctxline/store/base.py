@@ -40,7 +40,9 @@ from ctxline.events import (
 __all__ = [
     "MAIN",
     "Clock",
+    "HealthCheck",
     "IdFactory",
+    "SearchHit",
     "SessionInfo",
     "Store",
     "TimelineInfo",
@@ -89,6 +91,36 @@ class TimelineInfo:
     fork_seq: int | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class HealthCheck:
+    """One integrity check of a store: what it looked at, and what it found wrong."""
+
+    name: str
+    detail: str
+    problems: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+@dataclass(frozen=True, slots=True)
+class SearchHit:
+    """One event found by :meth:`Store.search`.
+
+    ``snippet`` is raw record text around the first match (escape it before showing it
+    to a model); ``handle`` is the ``sha256:`` blob handle of a tool result longer than
+    1,024 characters (saved whole when appended), else ''. ``score`` is higher for
+    better matches; its scale depends on the backend (BM25 or ``ts_rank``).
+    """
+
+    seq: int
+    kind: str
+    snippet: str
+    handle: str
+    score: float
+
+
 @runtime_checkable
 class Store(Protocol):
     """Durable, append-only storage of sessions, timelines and blobs."""
@@ -126,6 +158,13 @@ class Store(Protocol):
     ) -> list[StoredEvent]: ...
 
     def head(self, session: str, timeline: str = MAIN) -> int: ...
+
+    def search(
+        self, session: str, query: str, *, timeline: str = MAIN, limit: int = 10
+    ) -> list[SearchHit]:
+        """The timeline's visible events matching ``query`` (words and "phrases", any of
+        them), best first; ValidationError for a query without words."""
+        ...
 
     def get_token_counts(self, event_ids: Sequence[str], tokenizer: str) -> dict[str, int]: ...
 
@@ -200,3 +239,43 @@ def call_ids(event: Event) -> list[str]:
 def check_name(what: str, value: str) -> None:
     if not value or not value.strip() or any(ord(ch) < 32 for ch in value):
         raise ValidationError(f"invalid {what} name {value!r}", field=what)
+    _check_utf8(what, value)
+
+
+def _check_utf8(what: str, value: str) -> None:
+    try:
+        value.encode()
+    except UnicodeEncodeError as exc:
+        bad = exc.object[exc.start : exc.end]
+        raise ValidationError(
+            f"{what} {value[:40]!r} holds a lone surrogate ({bad!r}) that UTF-8 cannot store;"
+            " clean it first (ctxline.text.clean_text)",
+            field=what,
+        ) from None
+
+
+def encode_batch(batch: Sequence[Pending]) -> list[str]:
+    """Each event's canonical JSON text, checked before anything is written.
+
+    Every backend calls this, so they all refuse the same batches with a
+    :class:`ValidationError`: text with a lone surrogate (UTF-8 cannot hold it), or a
+    value JSON cannot hold (NaN, a set, an object).
+    """
+    bodies = []
+    for i, p in enumerate(batch, start=1):
+        if p.id is not None:
+            _check_utf8("id", p.id)
+        try:
+            bodies.append(canonical_json(event_to_json(p.event)).decode())
+        except UnicodeEncodeError as exc:
+            bad = exc.object[exc.start : exc.end]
+            raise ValidationError(
+                f"event {i} of the batch ({p.event.kind}) holds a lone surrogate ({bad!r}) that"
+                " UTF-8 cannot store; clean it first (ctxline.text.clean_text)",
+                field="event",
+            ) from None
+        except (ValueError, TypeError) as exc:
+            raise ValidationError(
+                f"event {i} of the batch ({p.event.kind}) is not valid JSON: {exc}", field="event"
+            ) from None
+    return bodies

@@ -11,6 +11,7 @@ conflicts, idempotent retries, pairing checks, fork isolation) within one proces
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -21,6 +22,7 @@ from ctxline.store.base import (
     MAIN,
     Clock,
     IdFactory,
+    SearchHit,
     SessionInfo,
     TimelineInfo,
     as_pending,
@@ -28,10 +30,12 @@ from ctxline.store.base import (
     check_name,
     check_new_ids,
     check_pairing,
+    encode_batch,
     new_ulid,
     resolve_retry,
     utc_now,
 )
+from ctxline.store.textsearch import bm25_scores, check_limit, index_words, parse_query, to_hits
 
 __all__ = ["MemoryStore"]
 
@@ -68,6 +72,8 @@ class MemoryStore:
         self._counts: dict[tuple[str, str], int] = {}
         self._blobs = MemoryBlobs()
         self._lock = threading.RLock()
+        # event id -> indexed words and their counts, filled on first search
+        self._words: dict[str, tuple[list[str], Counter[str]]] = {}
 
     @property
     def blobs(self) -> BlobStore:
@@ -172,6 +178,7 @@ class MemoryStore:
     ) -> list[StoredEvent]:
         batch = as_pending(events)
         check_new_ids(batch)
+        encode_batch(batch)  # refuse what a durable backend could not store
         with self._lock:
             t = self._timeline(session, timeline)
             existing: dict[str, StoredEvent] = {}
@@ -214,6 +221,25 @@ class MemoryStore:
     def head(self, session: str, timeline: str = MAIN) -> int:
         with self._lock:
             return self._timeline(session, timeline).head
+
+    def search(
+        self, session: str, query: str, *, timeline: str = MAIN, limit: int = 10
+    ) -> list[SearchHit]:
+        parsed = parse_query(query)
+        check_limit(limit)
+        with self._lock:
+            visible = self.read(session, timeline)
+            docs: list[tuple[int, list[str], Counter[str]]] = []
+            for ev in visible:
+                cached = self._words.get(ev.id)
+                if cached is None:
+                    found = index_words(ev.event)
+                    cached = self._words[ev.id] = (found, Counter(found))
+                if cached[0]:
+                    docs.append((ev.seq, cached[0], cached[1]))
+        by_seq = {ev.seq: ev for ev in visible}
+        scored = bm25_scores(docs, parsed)
+        return to_hits(((by_seq[seq], score) for seq, score in scored), parsed, limit)
 
     # token counts
 

@@ -2,20 +2,76 @@
 
 Each migration runs once, inside the opening write transaction, and is recorded with
 its version, name and time; a database written by a newer ctxline (a version this
-build does not know) is refused rather than guessed at.
+build does not know) is refused rather than guessed at. A migration is SQL, or a
+Python step when it must read the record (version 2 builds the search index from
+the events already stored).
+
+Version 2, ``search``: ``search_docs`` maps a stable integer id to an event (session,
+timeline, seq) and ``search_fts`` is a contentless FTS5 table (``content=''``: the
+index only, the text stays in ``events``) over the normalized words of
+:mod:`ctxline.store.textsearch`, with FTS5's ``ascii`` tokenizer, so FTS5 splits
+exactly where ctxline did. Appends index their events in the same transaction.
+
+    with conn:  # inside BEGIN IMMEDIATE
+        apply_sqlite_migrations(conn, utc_now)
 """
 
 from __future__ import annotations
 
+import json
 import sqlite3
+from collections.abc import Callable, Sequence
 
 from ctxline.errors import IntegrityError
-from ctxline.events import format_at
+from ctxline.events import event_from_json, format_at
 from ctxline.store.base import Clock
+from ctxline.store.textsearch import index_words
 
-__all__ = ["SQLITE_MIGRATIONS", "apply_sqlite_migrations"]
+__all__ = ["SQLITE_MIGRATIONS", "apply_sqlite_migrations", "index_events"]
 
-SQLITE_MIGRATIONS: tuple[tuple[int, str, str], ...] = (
+Step = str | Callable[[sqlite3.Connection], None]
+
+
+def index_events(conn: sqlite3.Connection, rows: Sequence[tuple[str, str, int, list[str]]]) -> int:
+    """Add (session, timeline, seq, words) to the search index; rows without words are skipped."""
+    rows = [r for r in rows if r[3]]
+    if not rows:
+        return 0
+    (top,) = conn.execute("SELECT coalesce(max(id), 0) FROM search_docs").fetchone()
+    conn.executemany(
+        "INSERT INTO search_docs(id, session, timeline, seq) VALUES (?, ?, ?, ?)",
+        [(top + i + 1, r[0], r[1], r[2]) for i, r in enumerate(rows)],
+    )
+    conn.executemany(
+        "INSERT INTO search_fts(rowid, text) VALUES (?, ?)",
+        [(top + i + 1, " ".join(r[3])) for i, r in enumerate(rows)],
+    )
+    return len(rows)
+
+
+def _search_index(conn: sqlite3.Connection) -> None:
+    conn.execute(
+        "CREATE TABLE search_docs (id INTEGER PRIMARY KEY, session TEXT NOT NULL,"
+        " timeline TEXT NOT NULL, seq INTEGER NOT NULL, UNIQUE (session, timeline, seq))"
+    )
+    conn.execute("CREATE VIRTUAL TABLE search_fts USING fts5(text, content='', tokenize='ascii')")
+    after = 0
+    while True:  # back-fill from the events already stored, in rowid order
+        chunk = conn.execute(
+            "SELECT rowid, session, timeline, seq, body FROM events WHERE rowid > ?"
+            " ORDER BY rowid LIMIT 500",
+            (after,),
+        ).fetchall()
+        if not chunk:
+            return
+        index_events(
+            conn,
+            [(r[1], r[2], r[3], index_words(event_from_json(json.loads(r[4])))) for r in chunk],
+        )
+        after = chunk[-1][0]
+
+
+SQLITE_MIGRATIONS: tuple[tuple[int, str, Step], ...] = (
     (
         1,
         "record",
@@ -65,6 +121,7 @@ SQLITE_MIGRATIONS: tuple[tuple[int, str, str], ...] = (
         );
         """,
     ),
+    (2, "search", _search_index),
 )
 
 
@@ -84,9 +141,12 @@ def apply_sqlite_migrations(conn: sqlite3.Connection, clock: Clock) -> list[int]
     for version, name, sql in SQLITE_MIGRATIONS:
         if version in done:
             continue
-        for statement in sql.split(";"):
-            if statement.strip():
-                conn.execute(statement)
+        if callable(sql):
+            sql(conn)
+        else:
+            for statement in sql.split(";"):
+                if statement.strip():
+                    conn.execute(statement)
         conn.execute(
             "INSERT INTO migrations(version, name, applied_at) VALUES (?, ?, ?)",
             (version, name, format_at(clock())),

@@ -7,27 +7,81 @@ open the same fresh database at once, so migrating takes a transaction-scoped
 advisory lock first: one worker migrates, the others wait and then find it done. A
 database written by a newer ctxline is refused rather than guessed at.
 
+Version 2, ``search``: ``search_docs`` holds one ``tsvector`` per searchable event
+(``to_tsvector('simple', …)`` over the normalized words of
+:mod:`ctxline.store.textsearch`; ``simple`` has no stop words and no stemming, so
+PostgreSQL matches the same events as SQLite), with a GIN index. The migration
+back-fills it from the events already stored; appends index in their transaction.
+
     with conn.transaction():
         apply_pg_migrations(conn, utc_now)
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import psycopg
 
 from ctxline.errors import IntegrityError
-from ctxline.events import format_at
+from ctxline.events import event_from_json, format_at
 from ctxline.store.base import Clock
+from ctxline.store.textsearch import index_words
 
-__all__ = ["MIGRATION_LOCK", "PG_MIGRATIONS", "apply_pg_migrations"]
+__all__ = ["MIGRATION_LOCK", "PG_MIGRATIONS", "apply_pg_migrations", "index_events"]
+
+Step = str | Callable[[psycopg.Connection[Any]], None]
+
+INDEX_SQL = (
+    "INSERT INTO search_docs(session, timeline, seq, tsv)"
+    " VALUES (%s, %s, %s, to_tsvector('simple', %s))"
+)
+
+
+def index_events(
+    conn: psycopg.Connection[Any], rows: Sequence[tuple[str, str, int, list[str]]]
+) -> int:
+    """Add (session, timeline, seq, words) to the search index; rows without words are skipped."""
+    params = [(r[0], r[1], r[2], " ".join(r[3])) for r in rows if r[3]]
+    if params:
+        with conn.cursor() as cur:
+            cur.executemany(INDEX_SQL, params)
+    return len(params)
+
+
+def _search_index(conn: psycopg.Connection[Any]) -> None:
+    conn.execute(
+        "CREATE TABLE search_docs (session text NOT NULL, timeline text NOT NULL,"
+        " seq bigint NOT NULL, tsv tsvector NOT NULL, PRIMARY KEY (session, timeline, seq))"
+    )
+    conn.execute("CREATE INDEX search_docs_tsv ON search_docs USING gin (tsv)")
+    last: tuple[str, str, int] = ("", "", 0)
+    while True:  # back-fill from the events already stored, in key order
+        chunk = conn.execute(
+            "SELECT session, timeline, seq, body FROM events"
+            " WHERE (session, timeline, seq) > (%s, %s, %s)"
+            " ORDER BY session, timeline, seq LIMIT 500",
+            last,
+        ).fetchall()
+        if not chunk:
+            return
+        index_events(
+            conn,
+            [
+                (r[0], r[1], int(r[2]), index_words(event_from_json(json.loads(r[3]))))
+                for r in chunk
+            ],
+        )
+        last = (chunk[-1][0], chunk[-1][1], int(chunk[-1][2]))
+
 
 # pg_advisory_xact_lock key: "ctxline" in ASCII, so other users of advisory locks
 # on the same database are unlikely to collide with it.
 MIGRATION_LOCK = 0x6374786C696E65
 
-PG_MIGRATIONS: tuple[tuple[int, str, str], ...] = (
+PG_MIGRATIONS: tuple[tuple[int, str, Step], ...] = (
     (
         1,
         "record",
@@ -78,6 +132,7 @@ PG_MIGRATIONS: tuple[tuple[int, str, str], ...] = (
         );
         """,
     ),
+    (2, "search", _search_index),
 )
 
 
@@ -98,9 +153,12 @@ def apply_pg_migrations(conn: psycopg.Connection[Any], clock: Clock) -> list[int
     for version, name, sql in PG_MIGRATIONS:
         if version in done:
             continue
-        for statement in sql.split(";"):
-            if statement.strip():
-                conn.execute(statement.encode())
+        if callable(sql):
+            sql(conn)
+        else:
+            for statement in sql.split(";"):
+                if statement.strip():
+                    conn.execute(statement.encode())
         conn.execute(
             "INSERT INTO migrations(version, name, applied_at) VALUES (%s, %s, %s)",
             (version, name, format_at(clock())),

@@ -61,14 +61,15 @@ from ctxline.events import (
     ToolResult,
     canonical_json,
     event_from_json,
-    event_to_json,
     format_at,
     parse_at,
 )
 from ctxline.store.base import (
     MAIN,
     Clock,
+    HealthCheck,
     IdFactory,
+    SearchHit,
     SessionInfo,
     Store,
     TimelineInfo,
@@ -77,11 +78,13 @@ from ctxline.store.base import (
     check_name,
     check_new_ids,
     check_pairing,
+    encode_batch,
     new_ulid,
     resolve_retry,
     utc_now,
 )
-from ctxline.store.pg_migrations import apply_pg_migrations
+from ctxline.store.pg_migrations import PG_MIGRATIONS, apply_pg_migrations, index_events
+from ctxline.store.textsearch import check_limit, index_words, parse_query, to_hits
 
 __all__ = ["PostgresBlobs", "PostgresStore", "append_with_retry"]
 
@@ -141,6 +144,7 @@ class PostgresStore:
         new_id: IdFactory = new_ulid,
         pool_size: int = 4,
         connect_timeout: float = 10.0,
+        migrate: bool = True,
     ) -> None:
         if pool_size < 1:
             raise ValidationError(
@@ -162,7 +166,10 @@ class PostgresStore:
                 f"{what} PostgreSQL at {redact(dsn)}: {detail}", field="db"
             ) from None
         with first, first.transaction():
-            apply_pg_migrations(first, clock)
+            if (
+                migrate
+            ):  # ``migrate=False``: look only (``ctxline doctor``), never change the schema
+                apply_pg_migrations(first, clock)
         self._pool: ConnectionPool[Conn] = ConnectionPool(
             dsn,
             min_size=1,
@@ -377,10 +384,11 @@ class PostgresStore:
         for p in batch:
             if p.id is not None:
                 _check_text("id", p.id)
-        bodies = [canonical_json(event_to_json(p.event)).decode() for p in batch]
+        bodies = encode_batch(batch)
+        found = [index_words(p.event) for p in batch]
         for attempt in range(3):
             try:
-                return self._append_once(session, timeline, batch, bodies, expected_seq)
+                return self._append_once(session, timeline, batch, bodies, found, expected_seq)
             except pg_errors.UniqueViolation as exc:
                 constraint = exc.diag.constraint_name
                 if constraint == "events_seq_key":  # a writer that bypassed the lock took the seq
@@ -403,6 +411,7 @@ class PostgresStore:
         timeline: str,
         batch: list[Pending],
         bodies: list[str],
+        found: list[list[str]],
         expected_seq: int | None,
     ) -> list[StoredEvent]:
         with self._tx() as conn:
@@ -441,6 +450,9 @@ class PostgresStore:
                         "INSERT INTO tool_calls(session, timeline, call_id, seq) VALUES (%s, %s, %s, %s)",
                         calls,
                     )
+            index_events(
+                conn, [(session, timeline, s.seq, w) for s, w in zip(stored, found, strict=True)]
+            )
             conn.execute(
                 "UPDATE timelines SET head = %s WHERE session = %s AND name = %s",
                 (head + len(stored), session, timeline),
@@ -470,6 +482,27 @@ class PostgresStore:
         with self._conn() as conn:
             return self._timeline_row(conn, session, timeline)[2]
 
+    def search(
+        self, session: str, query: str, *, timeline: str = MAIN, limit: int = 10
+    ) -> list[SearchHit]:
+        """``websearch_to_tsquery`` over the visible events' tsvectors (GIN), ``ts_rank``."""
+        parsed = parse_query(query)
+        check_limit(limit)
+        with self._snapshot() as conn:
+            chain = self._chain(conn, session, timeline)
+            visible = " OR ".join("(d.timeline = %s AND d.seq > %s AND d.seq <= %s)" for _ in chain)
+            # rank on the index alone (seq and score through the sort), then read the winners
+            rows = conn.execute(
+                "WITH top AS (SELECT d.timeline, d.seq, ts_rank(d.tsv, q) AS score"
+                " FROM search_docs d, websearch_to_tsquery('simple', %s) q"
+                f" WHERE d.session = %s AND d.tsv @@ q AND ({visible})"
+                " ORDER BY score DESC, d.seq DESC LIMIT %s)"
+                " SELECT e.seq, e.id, e.at, e.body, top.score FROM top JOIN events e"
+                " ON e.session = %s AND e.timeline = top.timeline AND e.seq = top.seq",
+                [parsed.websearch(), session, *(v for c in chain for v in c), limit, session],
+            ).fetchall()
+        return to_hits(((self._stored(r[:4]), float(r[4])) for r in rows), parsed, limit)
+
     # token counts
 
     def get_token_counts(self, event_ids: Sequence[str], tokenizer: str) -> dict[str, int]:
@@ -496,29 +529,124 @@ class PostgresStore:
                 [(event_id, tokenizer, n) for event_id, n in counts.items()],
             )
 
-    def integrity_check(self) -> list[str]:
-        """Timelines whose head disagrees with their events, and blobs that fail their hash."""
-        problems: list[str] = []
+    def health(self) -> list[HealthCheck]:
+        """Schema, timeline heads against events, every blob re-hashed (in SQL), and the
+        search index against the record (each tsvector recomputed from its event)."""
         with self._snapshot() as conn:
-            for session, name, head, base, n, top in conn.execute(
+            tables = {
+                r[0]
+                for r in conn.execute(
+                    "SELECT table_name FROM information_schema.tables"
+                    " WHERE table_schema = current_schema()"
+                )
+            }
+            if "migrations" not in tables:
+                return [
+                    HealthCheck(
+                        "schema",
+                        "migrations table",
+                        ("no migrations table: not a ctxline database",),
+                    )
+                ]
+            done = {int(r[0]) for r in conn.execute("SELECT version FROM migrations")}
+            known = {v for v, _, _ in PG_MIGRATIONS}
+            detail = f"schema versions {sorted(done)}"
+            if known - done:
+                detail += f" (versions {sorted(known - done)} are applied on the next open)"
+            newer = [f"schema versions {sorted(done - known)} come from a newer ctxline"]
+            checks = [HealthCheck("schema", detail, tuple(newer if done - known else ()))]
+            problems: list[str] = []
+            rows = conn.execute(
                 "SELECT t.session, t.name, t.head, coalesce(t.fork_seq, 0),"
                 " (SELECT count(*) FROM events e WHERE e.session = t.session AND e.timeline = t.name),"
                 " (SELECT coalesce(max(seq), 0) FROM events e"
                 " WHERE e.session = t.session AND e.timeline = t.name)"
                 " FROM timelines t ORDER BY t.session, t.name"
-            ).fetchall():
+            ).fetchall()
+            for session, name, head, base, n, top in rows:
                 if n != head - base or (n and top != head):
                     problems.append(
                         f"timeline {session}/{name}: head {head} but {n} events (max seq {top})"
                     )
-            for (ref,) in conn.execute(
-                "SELECT ref FROM blobs WHERE ref <> 'sha256:' || encode(sha256(data), 'hex') ORDER BY ref"
-            ).fetchall():
-                problems.append(f"blob {ref} is corrupt: its bytes do not match its hash")
-        return problems
+            checks.append(
+                HealthCheck(
+                    "timelines", f"{len(rows)} timeline(s): heads against events", _few(problems)
+                )
+            )
+            n_blobs = conn.execute("SELECT count(*) FROM blobs").fetchall()[0][0]
+            bad = [
+                f"blob {ref} is corrupt: its bytes do not match its hash"
+                for (ref,) in conn.execute(
+                    "SELECT ref FROM blobs WHERE ref <> 'sha256:' || encode(sha256(data), 'hex')"
+                    " ORDER BY ref"
+                ).fetchall()
+            ]
+            checks.append(HealthCheck("blobs", f"{n_blobs} blob(s) re-hashed", _few(bad)))
+            checks.append(_search_health(conn, "search_docs" in tables))
+        return checks
+
+    def integrity_check(self) -> list[str]:
+        """Every problem :meth:`health` finds; empty when healthy."""
+        return [p for check in self.health() for p in check.problems]
 
     def close(self) -> None:
         self._pool.close()
+
+
+def _few(problems: list[str], most: int = 20) -> tuple[str, ...]:
+    if len(problems) <= most:
+        return tuple(problems)
+    return (*problems[:most], f"… and {len(problems) - most} more")
+
+
+def _search_health(conn: Conn, built: bool) -> HealthCheck:
+    if not built:
+        return HealthCheck("search", "no search index yet (schema before version 2)")
+    problems: list[str] = []
+    docs = {
+        (r[0], r[1], int(r[2]))
+        for r in conn.execute("SELECT session, timeline, seq FROM search_docs").fetchall()
+    }
+    indexed = 0
+    last: tuple[str, str, int] = ("", "", 0)
+    while True:
+        chunk = conn.execute(
+            "SELECT session, timeline, seq, body FROM events WHERE (session, timeline, seq) > (%s, %s, %s)"
+            " ORDER BY session, timeline, seq LIMIT 1000",
+            last,
+        ).fetchall()
+        if not chunk:
+            break
+        last = (chunk[-1][0], chunk[-1][1], int(chunk[-1][2]))
+        compare: list[tuple[str, str, int, str]] = []
+        for session, timeline, seq, body in chunk:
+            key = (session, timeline, int(seq))
+            found = index_words(event_from_json(json.loads(body)))
+            present = key in docs
+            docs.discard(key)
+            where = f"{session}/{timeline}#{seq}"
+            if found and not present:
+                problems.append(f"event {where} is missing from the search index")
+            elif present and not found:
+                problems.append(f"event {where} has nothing to search but is indexed")
+            elif present:
+                compare.append((*key, " ".join(found)))
+        if compare:
+            indexed += len(compare)
+            stale = conn.execute(
+                "SELECT x.s, x.t, x.q FROM unnest(%s::text[], %s::text[], %s::bigint[], %s::text[])"
+                " AS x(s, t, q, txt) JOIN search_docs d"
+                " ON d.session = x.s AND d.timeline = x.t AND d.seq = x.q"
+                " WHERE d.tsv <> to_tsvector('simple', x.txt)",
+                [list(col) for col in zip(*compare, strict=True)],
+            ).fetchall()
+            problems += [
+                f"event {s}/{t}#{q}: its index entry does not match its text" for s, t, q in stale
+            ]
+    problems += [f"search entry for {s}/{t}#{q} has no event" for s, t, q in sorted(docs)]
+    return HealthCheck(
+        "search", f"{indexed} indexed event(s) against the record (tsvector)", _few(problems)
+    )
 
 
 def append_with_retry(

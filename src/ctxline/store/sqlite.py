@@ -4,9 +4,12 @@ WAL journal, a busy timeout and ``BEGIN IMMEDIATE`` make concurrent appenders fr
 several processes serialize instead of failing; the expected-seq check happens inside
 that write transaction, so a conflict writes nothing. ``durability="full"`` adds
 ``synchronous=FULL`` (survives power loss, about 7 times slower per append); ``"normal"``
-survives a killed process. Opening an existing file first runs ``PRAGMA quick_check``
-and fails closed: a damaged file raises :class:`~ctxline.errors.IntegrityError` and
-is never replaced by an empty database.
+survives a killed process. Opening an existing file first checks its header, its WAL
+files and ``PRAGMA quick_check`` (:mod:`ctxline.store.sqlite_health`) and fails
+closed: a damaged file, or a WAL database whose ``-wal`` lost committed frames,
+raises :class:`~ctxline.errors.IntegrityError` and is never replaced or modified.
+Appends also index their events for :meth:`SQLiteStore.search` (FTS5, BM25) in the
+same transaction.
 
     store = SQLiteStore("ctxline.db")
 """
@@ -18,7 +21,7 @@ import os
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Literal
 
@@ -38,14 +41,15 @@ from ctxline.events import (
     StoredEvent,
     canonical_json,
     event_from_json,
-    event_to_json,
     format_at,
     parse_at,
 )
 from ctxline.store.base import (
     MAIN,
     Clock,
+    HealthCheck,
     IdFactory,
+    SearchHit,
     SessionInfo,
     TimelineInfo,
     as_pending,
@@ -53,41 +57,23 @@ from ctxline.store.base import (
     check_name,
     check_new_ids,
     check_pairing,
+    encode_batch,
     new_ulid,
     resolve_retry,
     utc_now,
 )
-from ctxline.store.migrations import apply_sqlite_migrations
+from ctxline.store.migrations import apply_sqlite_migrations, index_events
+from ctxline.store.sqlite_health import (
+    SQLITE_MAGIC,
+    check_sqlite_file,
+    connection_health,
+    held_open,
+)
+from ctxline.store.textsearch import check_limit, index_words, parse_query, to_hits
 
-__all__ = ["SQLiteBlobs", "SQLiteStore"]
+__all__ = ["SQLITE_MAGIC", "SQLiteBlobs", "SQLiteStore", "check_sqlite_file"]
 
 Durability = Literal["normal", "full"]
-SQLITE_MAGIC = b"SQLite format 3\x00"
-
-
-def check_sqlite_file(path: Path) -> None:
-    """Fail closed on a file that exists but is not a healthy SQLite database."""
-    if not path.exists() or path.stat().st_size == 0:
-        return
-    with path.open("rb") as fh:
-        magic = fh.read(16)
-    if magic != SQLITE_MAGIC:
-        raise IntegrityError(
-            f"{path} is not a SQLite database (bad header); the file was left untouched"
-        )
-    try:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-        try:
-            rows = conn.execute("PRAGMA quick_check").fetchall()
-        finally:
-            conn.close()
-    except sqlite3.DatabaseError as exc:
-        raise IntegrityError(f"{path} is damaged ({exc}); the file was left untouched") from None
-    problems = [r[0] for r in rows if r[0] != "ok"]
-    if problems:
-        raise IntegrityError(
-            f"{path} failed the integrity check: {'; '.join(problems[:3])}; the file was left untouched"
-        )
 
 
 class SQLiteBlobs:
@@ -146,6 +132,9 @@ class SQLiteStore:
                 check_same_thread=False,
                 timeout=busy_timeout_ms / 1000,
             )
+        except sqlite3.Error as exc:
+            raise IntegrityError(f"{self.path}: cannot open the database ({exc})") from None
+        try:
             self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
             if not memory:
                 self._conn.execute("PRAGMA journal_mode = WAL")
@@ -156,7 +145,14 @@ class SQLiteStore:
             with self._write() as conn:
                 apply_sqlite_migrations(conn, self._clock)
         except sqlite3.DatabaseError as exc:
+            self._conn.close()
             raise IntegrityError(f"{self.path}: cannot open the database ({exc})") from None
+        except BaseException:
+            self._conn.close()
+            raise
+        self._held = ExitStack()
+        if not memory:  # so later opens in this process leave this one's locks alone
+            self._held.enter_context(held_open(Path(self.path)))
         self._blobs = SQLiteBlobs(self)
 
     @property
@@ -327,7 +323,8 @@ class SQLiteStore:
     ) -> list[StoredEvent]:
         batch = as_pending(events)
         check_new_ids(batch)
-        bodies = [canonical_json(event_to_json(p.event)).decode() for p in batch]
+        bodies = encode_batch(batch)
+        found = [index_words(p.event) for p in batch]
         with self._write() as conn:
             head = self._timeline_row(session, timeline)[2]
             retried = resolve_retry(batch, self._existing(batch))
@@ -352,6 +349,10 @@ class SQLiteStore:
             conn.executemany(
                 "INSERT INTO tool_calls(session, timeline, call_id, seq) VALUES (?, ?, ?, ?)",
                 [(session, timeline, cid, s.seq) for s in stored for cid in call_ids(s.event)],
+            )
+            index_events(
+                conn,
+                [(session, timeline, s.seq, w) for s, w in zip(stored, found, strict=True)],
             )
             conn.execute(
                 "UPDATE timelines SET head = ? WHERE session = ? AND name = ?",
@@ -379,6 +380,33 @@ class SQLiteStore:
         with self._lock:
             return self._timeline_row(session, timeline)[2]
 
+    def search(
+        self, session: str, query: str, *, timeline: str = MAIN, limit: int = 10
+    ) -> list[SearchHit]:
+        """FTS5 over the visible events (a fork: its parent up to the fork point), BM25."""
+        parsed = parse_query(query)
+        check_limit(limit)
+        with self._lock:
+            chain = self._chain(session, timeline)
+            visible = " OR ".join("(d.timeline = ? AND d.seq > ? AND d.seq <= ?)" for _ in chain)
+            # rank first (only seq and score go through the sort), then read the winners
+            ranked = self._conn.execute(
+                "SELECT d.timeline, d.seq, -bm25(search_fts) AS score"
+                " FROM search_fts JOIN search_docs d ON d.id = search_fts.rowid"
+                f" WHERE search_fts MATCH ? AND d.session = ? AND ({visible})"
+                " ORDER BY score DESC, d.seq DESC LIMIT ?",
+                [parsed.fts5(), session, *(v for c in chain for v in c), limit],
+            ).fetchall()
+            rows = []
+            for name, seq, score in ranked:
+                row = self._conn.execute(
+                    "SELECT seq, id, at, body FROM events WHERE session = ? AND timeline = ? AND seq = ?",
+                    (session, name, seq),
+                ).fetchone()
+                if row is not None:
+                    rows.append((self._stored(row), float(score)))
+        return to_hits(rows, parsed, limit)
+
     # token counts
 
     def get_token_counts(self, event_ids: Sequence[str], tokenizer: str) -> dict[str, int]:
@@ -401,22 +429,17 @@ class SQLiteStore:
                 [(event_id, tokenizer, n) for event_id, n in counts.items()],
             )
 
-    def integrity_check(self) -> list[str]:
-        """Problems found by ``PRAGMA quick_check`` and the timeline heads; empty when healthy."""
+    def health(self, *, full: bool = True) -> list[HealthCheck]:
+        """Pages (``integrity_check``, or ``quick_check`` unless ``full``), schema, timeline
+        heads against events, every blob re-hashed, the search index against the record."""
         with self._lock:
-            problems = [r[0] for r in self._conn.execute("PRAGMA quick_check") if r[0] != "ok"]
-            for session, name, head, base, n, top in self._conn.execute(
-                "SELECT t.session, t.name, t.head, coalesce(t.fork_seq, 0),"
-                " (SELECT count(*) FROM events e WHERE e.session = t.session AND e.timeline = t.name),"
-                " (SELECT coalesce(max(seq), 0) FROM events e WHERE e.session = t.session AND e.timeline = t.name)"
-                " FROM timelines t"
-            ):
-                if n != head - base or (n and top != head):
-                    problems.append(
-                        f"timeline {session}/{name}: head {head} but {n} events (max seq {top})"
-                    )
-        return problems
+            return connection_health(self._conn, full=full)
+
+    def integrity_check(self) -> list[str]:
+        """Every problem :meth:`health` finds (quick page check); empty when healthy."""
+        return [p for check in self.health(full=False) for p in check.problems]
 
     def close(self) -> None:
         with self._lock:
             self._conn.close()
+            self._held.close()
