@@ -161,7 +161,7 @@ def test_read_result_is_offered_and_pages_back_the_saved_output() -> None:
     big = "\n".join(f"line {i}: " + "word " * 20 for i in range(3000))
     c.append(UserMessage("run it"), AssistantMessage("", (Call("c1", "bash", {"command": "run"}),)), ToolResult("c1", big))
     prep = c.prepare(now=T0)
-    assert [t["function"]["name"] for t in prep.body["tools"]] == ["read_result"]
+    assert [t["function"]["name"] for t in prep.body["tools"]] == ["read_result", "search_history"]
     shown = prep.body["messages"][-1]["content"]
     assert shown.startswith("[output shown as a preview")
     handle = re.search(r"sha256:[0-9a-f]{64}", shown)
@@ -214,3 +214,17 @@ def test_the_report_carries_the_status_decision() -> None:
     c.append(UserMessage("go"))
     report = c.prepare(now=T0).report
     assert report["status"] == {"strategy": "replace"}
+
+
+def test_search_history_is_a_builtin_over_this_timeline() -> None:
+    from ctxline.events import ToolCall as Call
+
+    c = ctx()
+    c.append(UserMessage("the deploy key is in vault/prod"), AssistantMessage("noted"))
+    result = c.run_builtin(Call("s1", "search_history", {"query": "deploy key"}))
+    assert result is not None
+    assert not result.is_error
+    assert "vault/prod" in result.content
+    bad = c.run_builtin(Call("s2", "search_history", {}))
+    assert bad is not None
+    assert bad.is_error

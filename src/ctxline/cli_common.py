@@ -16,7 +16,9 @@ __all__ = ["DB_HELP", "db_option", "fail", "one_line_errors"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-DB_HELP = "Database: a SQLite path (default ./ctxline.db), sqlite:///PATH or :memory:."
+DB_HELP = (
+    "Database: a SQLite path (default ./ctxline.db), sqlite:///PATH, postgresql://… or :memory:."
+)
 
 
 def fail(message: str, code: int = 2) -> None:

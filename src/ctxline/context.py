@@ -57,6 +57,7 @@ from ctxline.prepare import (
 )
 from ctxline.read_result import READ_RESULT, call_read_result
 from ctxline.render.neutral import ToolSpec
+from ctxline.search import SEARCH_HISTORY, call_search_history
 from ctxline.sources import BranchMark
 from ctxline.status import STATUS_KIND, StatusConfig
 from ctxline.store import MAIN, Store, utc_now
@@ -75,7 +76,7 @@ _KIND_TAGS: dict[type, str] = {
     Notification: "ctx-notification",
 }
 
-BUILTIN_TOOLS: tuple[ToolSpec, ...] = (READ_RESULT,)
+BUILTIN_TOOLS: tuple[ToolSpec, ...] = (READ_RESULT, SEARCH_HISTORY)
 """Tools every Context offers unless told otherwise (ctxline runs them: :meth:`Context.run_builtin`)."""
 
 BLOB_MIN_CHARS = 1_024
@@ -303,13 +304,19 @@ class Context:
     def run_builtin(self, call: ToolCall) -> ToolResult | None:
         """The result of a call to a built-in tool, or None when ``call`` is the app's to run.
 
-        ``read_result`` returns saved bytes and never runs anything again.
+        ``read_result`` returns saved bytes and never runs anything again;
+        ``search_history`` searches this timeline's record.
         """
-        if call.name == READ_RESULT.name and any(b.name == call.name for b in self.builtin_tools):
-            args = call.arguments if isinstance(call.arguments, dict) else {}
+        if not any(b.name == call.name for b in self.builtin_tools):
+            return None
+        args = call.arguments if isinstance(call.arguments, dict) else {}
+        if call.name == READ_RESULT.name:
             text, is_error = call_read_result(self.store.blobs, args)
-            return ToolResult(call.id, text, call.name, is_error)
-        return None
+        elif call.name == SEARCH_HISTORY.name:
+            text, is_error = call_search_history(self.store, self.session, args, timeline=self.timeline)
+        else:
+            return None
+        return ToolResult(call.id, text, call.name, is_error)
 
     def _adopt(self, now: datetime) -> None:
         if self._tools is None and self.builtin_tools:
