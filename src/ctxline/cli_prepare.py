@@ -14,14 +14,18 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from ctxline.cli_common import db_option, one_line_errors
+from ctxline.cli_common import (
+    db_option,
+    model_options,
+    one_line_errors,
+    prepare_options,
+    status_config,
+    status_options,
+)
 from ctxline.context import Context
 from ctxline.errors import ValidationError
 from ctxline.events import RequestHeader, canonical_json, parse_at
-from ctxline.prepare import PrepareOptions
-from ctxline.status import StatusConfig
 from ctxline.store import MAIN, open_store
-from ctxline.timectx import TimeConfig
 
 __all__ = ["prepare_cmd", "request_cmd", "requests_cmd"]
 
@@ -30,25 +34,13 @@ __all__ = ["prepare_cmd", "request_cmd", "requests_cmd"]
 @click.option("--session", required=True)
 @click.option("--timeline", default=MAIN, show_default=True)
 @db_option
-@click.option(
-    "--provider", type=click.Choice(["openai", "anthropic"]), default="openai", show_default=True
-)
-@click.option("--model", default=None, help="Model name put in the body (default per provider).")
-@click.option("--context-window", type=int, default=128_000, show_default=True)
-@click.option("--max-output", type=int, default=4_096, show_default=True)
-@click.option("--tokenizer", default="o200k", show_default=True, help="o200k, cl100k or bytes.")
+@model_options
 @click.option(
     "--now", "now_text", default=None, help="The request time, ISO-8601 with a zone (default: now)."
 )
-@click.option(
-    "--status",
-    "status_mode",
-    type=click.Choice(["replace", "append", "auto", "off"]),
-    default="auto",
-    show_default=True,
-    help="Where the status bar goes: the tail (replace), history (append), or chosen by cost.",
+@status_options(
+    "auto", "Where the status bar goes: the tail (replace), history (append), or chosen by cost."
 )
-@click.option("--tz", default=None, help="IANA time zone of the time context (e.g. Europe/Berlin).")
 @click.option("--no-log", is_flag=True, help="Do not log the request.")
 @click.option("--json", "as_json", is_flag=True, help='Print {"request": body, "report": {...}}.')
 def prepare_cmd(
@@ -69,13 +61,7 @@ def prepare_cmd(
     """Prepare the next request of a timeline, log it, and print it with its report."""
     with one_line_errors():
         status = status_config(status_mode, tz)
-        options = PrepareOptions(
-            provider="anthropic" if provider == "anthropic" else "openai",
-            model=model or ("claude-sonnet-4-5" if provider == "anthropic" else "gpt-4.1"),
-            context_window=context_window,
-            max_output=max_output,
-            tokenizer=tokenizer,
-        )
+        options = prepare_options(provider, model, context_window, max_output, tokenizer)
         now = None if now_text is None else parse_at(now_text, where="--now")
         store = open_store(db)
         store.session(session)
@@ -118,14 +104,6 @@ def prepare_cmd(
         f"  target {budget['target']:,}  shared with previous request {prefix['shared_tokens']:,} tokens",
         highlight=False,
     )
-
-
-def status_config(status_mode: str, tz: str | None) -> StatusConfig | None:
-    """The status bar of a CLI command: off, or with a time context when --tz is given."""
-    time = TimeConfig(zone=tz) if tz else None
-    if status_mode == "off":
-        return None
-    return StatusConfig(time=time)
 
 
 @click.command("requests")

@@ -16,11 +16,16 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from ctxline.cli_common import db_option, one_line_errors
-from ctxline.cli_prepare import status_config
+from ctxline.cli_common import (
+    db_option,
+    model_options,
+    one_line_errors,
+    prepare_options,
+    status_config,
+    status_options,
+)
 from ctxline.errors import ValidationError
 from ctxline.importers import FORMATS, ImportedSession, detect_format, load
-from ctxline.prepare import PrepareOptions
 from ctxline.replay import ReplayStats, replay_session
 from ctxline.store import Store, open_store
 from ctxline.tokens import get_counter
@@ -73,13 +78,7 @@ def _free_id(store: Store, base: str) -> str:
     help=f"auto or one of: {', '.join(FORMATS)}",
 )
 @db_option
-@click.option(
-    "--provider", type=click.Choice(["openai", "anthropic"]), default="openai", show_default=True
-)
-@click.option("--model", default=None, help="Model name put in the bodies (default per provider).")
-@click.option("--context-window", type=int, default=128_000, show_default=True)
-@click.option("--max-output", type=int, default=4_096, show_default=True)
-@click.option("--tokenizer", default="o200k", show_default=True, help="o200k, cl100k or bytes.")
+@model_options
 @click.option(
     "--pressure", type=float, default=None, help="Pressure line as a share of the input limit."
 )
@@ -95,15 +94,9 @@ def _free_id(store: Store, base: str) -> str:
     default=None,
     help="Results over this many tokens show as previews.",
 )
-@click.option(
-    "--status",
-    "status_mode",
-    type=click.Choice(["replace", "append", "auto", "off"]),
-    default="off",
-    show_default=True,
-    help="Add ctxline's status bar to every request (off: the recorded agent had none).",
+@status_options(
+    "off", "Add ctxline's status bar to every request (off: the recorded agent had none)."
 )
-@click.option("--tz", default=None, help="IANA time zone of the time context in the status bar.")
 @click.option(
     "--alpha", type=float, default=0.1, show_default=True, help="Price of a cached input token."
 )
@@ -135,15 +128,14 @@ def replay_cmd(
 ) -> None:
     """Import recorded trajectories and prepare every request their agent made, with figures."""
     with one_line_errors():
-        defaults = PrepareOptions()
-        options = PrepareOptions(
-            provider="anthropic" if provider == "anthropic" else "openai",
-            model=model or ("claude-sonnet-4-5" if provider == "anthropic" else "gpt-4.1"),
-            context_window=context_window,
-            max_output=max_output,
-            tokenizer=tokenizer,
-            pressure=defaults.pressure if pressure is None else pressure,
-            target=defaults.target if target is None else target,
+        options = prepare_options(
+            provider,
+            model,
+            context_window,
+            max_output,
+            tokenizer,
+            pressure=pressure,
+            target=target,
             offload_tokens=offload_tokens,
         )
         counter = get_counter(tokenizer)
