@@ -21,6 +21,7 @@ from rich.text import Text
 from ctxline import __version__
 from ctxline.cli_admin import doctor_cmd, search_cmd
 from ctxline.cli_common import db_option, one_line_errors
+from ctxline.cli_models import chat_cmd, eval_cmd
 from ctxline.cli_prepare import prepare_cmd, request_cmd, requests_cmd
 from ctxline.cli_replay import replay_cmd
 from ctxline.cli_tools import blob_cmd
@@ -346,6 +347,8 @@ main.add_command(replay_cmd)
 main.add_command(blob_cmd)
 main.add_command(search_cmd)
 main.add_command(doctor_cmd)
+main.add_command(eval_cmd)
+main.add_command(chat_cmd)
 
 if __name__ == "__main__":  # pragma: no cover
     main()
