@@ -243,7 +243,7 @@ def test_transport_errors_are_model_errors(
         client.complete({"messages": [{"role": "user", "content": "hi"}]}, provider="openai")
 
 
-def test_model_names_and_missing_extras(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_model_names_and_missing_extras(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     assert str(parse_model("openai:gpt-4.1-mini")) == "openai:gpt-4.1-mini"
     assert parse_model("anthropic:claude-sonnet-4-5").provider == "anthropic"
     assert parse_model("local:smollm2").provider == "openai"
@@ -258,7 +258,8 @@ def test_model_names_and_missing_extras(monkeypatch: pytest.MonkeyPatch) -> None
     with pytest.raises(MissingExtra, match=r"ctxline\[anthropic\]"):
         make_client("anthropic:claude-sonnet-4-5")
     monkeypatch.setitem(sys.modules, "llama_cpp", None)
-    monkeypatch.setenv("CTXLINE_SMOLLM2_GGUF", "/nonexistent.gguf")
+    (tmp_path / "m.gguf").write_bytes(b"GGUF")
+    monkeypatch.setenv("CTXLINE_SMOLLM2_GGUF", str(tmp_path / "m.gguf"))
     with pytest.raises(MissingExtra, match=r"ctxline\[local\]"):
         make_client("local:smollm2")
     with pytest.raises(ValidationError, match="base-url"):

@@ -21,7 +21,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ctxline.cli_common import one_line_errors
-from ctxline.context import Context
+from ctxline.context import BUILTIN_TOOLS, Context
 from ctxline.eval import FAMILIES, VIEWS, EvalConfig, run_eval
 from ctxline.eval.report import html_report
 from ctxline.events import AssistantMessage, JsonValue, SystemMessage, ToolResult, UserMessage
@@ -177,7 +177,9 @@ def chat_cmd(
             provider=client.provider, model=name, context_window=8_192, max_output=max_output
         )
         store = open_store(db)
-        ctx = Context(store, session, options=options)
+        # a local model has no tool calling: offer it no tools (it would never see them)
+        builtin = () if client.name.startswith("local:") else BUILTIN_TOOLS
+        ctx = Context(store, session, options=options, builtin_tools=builtin)
         if not ctx.events:
             ctx.append(SystemMessage(persona))
         console = Console()

