@@ -167,7 +167,9 @@ def test_fork_carries_branch_identity_after_inherited_history() -> None:
     assert messages == [
         "one",
         "two",
-        '<ctx-branch name="experiment" parent="main" fork-seq="2"/>',
+        '<ctx-branch name="experiment" parent="main" fork-seq="2">You are now on branch'
+        " experiment, forked from main after its event 2; what follows happened on experiment"
+        " only.</ctx-branch>",
         "child says",
     ]
     assert "three" not in str(child.prepare(now=T0).body)

@@ -84,8 +84,18 @@ class BranchMark:
 
 
 def render_branch(mark: BranchMark) -> str:
+    """The branch identity, as attributes and as a sentence (a small model read the
+    attributes-only form badly in ``ctxline eval``: it answered the parent's name)."""
+    sentence = (
+        f"You are now on branch {mark.name}, forked from {mark.parent} after its event"
+        f" {mark.fork_seq}; what follows happened on {mark.name} only."
+    )
     return element(
-        "ctx-branch", None, name=mark.name, parent=mark.parent, fork_seq=str(mark.fork_seq)
+        "ctx-branch",
+        escape(sentence),
+        name=mark.name,
+        parent=mark.parent,
+        fork_seq=str(mark.fork_seq),
     )
 
 
