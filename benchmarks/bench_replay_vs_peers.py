@@ -19,7 +19,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ctxline.cli_replay import collect_sessions
+from ctxline.importers import load_tree
 from ctxline.prepare import PrepareOptions
 from ctxline.replay import ReplayStats, replay_session
 from ctxline.store import MemoryStore
@@ -37,7 +37,7 @@ DATASETS = {
 def ctxline_figures(data: Path, name: str) -> dict[str, Any]:
     folder, window, max_output, first_files = DATASETS[name]
     options = PrepareOptions(context_window=window, max_output=max_output)
-    sessions = collect_sessions(data / folder, "auto")
+    sessions = load_tree(data / folder, "auto")
     if first_files is not None:  # the harness takes the first N main files, no sub-agents
         mains = sorted({str(s.meta.get("file", "")) for s in sessions if "parent" not in s.meta})
         keep = set(mains[:first_files])

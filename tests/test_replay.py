@@ -11,7 +11,6 @@ from click.testing import CliRunner
 
 from conftest import shared_data
 from ctxline.cli import main
-from ctxline.cli_replay import collect_sessions
 from ctxline.events import (
     AssistantMessage,
     Pending,
@@ -20,7 +19,7 @@ from ctxline.events import (
     ToolResult,
     UserMessage,
 )
-from ctxline.importers import ImportedSession
+from ctxline.importers import ImportedSession, load_tree
 from ctxline.prepare import PrepareOptions
 from ctxline.replay import ReplayStats, replay_session
 from ctxline.sources import current_state, render_rule, render_state, valid_rules
@@ -38,7 +37,7 @@ DATASETS = ["tau-bench", "swe-agent", "mini-swe-agent", "claude-code"]
 def test_replay_stays_valid_at_every_window(dataset: str, window: int, max_output: int) -> None:
     options = PrepareOptions(context_window=window, max_output=max_output)
     stats = ReplayStats()
-    sessions = collect_sessions(shared_data() / dataset, "auto")
+    sessions = load_tree(shared_data() / dataset, "auto")
     for session in sessions:
         stats.trajectories += 1
         for step in replay_session(MemoryStore(), session, options=options, counter=COUNTER):
@@ -103,7 +102,7 @@ def _with_rules_and_state(session: ImportedSession) -> ImportedSession:
 
 
 def test_compaction_reaffirms_exactly_what_is_still_in_force() -> None:
-    sessions = collect_sessions(shared_data() / "mini-swe-agent", "auto")[:8]
+    sessions = load_tree(shared_data() / "mini-swe-agent", "auto")[:8]
     options = PrepareOptions(context_window=16_000, max_output=2_000)
     compactions = 0
     for session in sessions:
@@ -219,7 +218,7 @@ def test_assistant_only_history_is_never_an_empty_view() -> None:
 def test_a_new_context_on_a_compacted_session_keeps_its_guide() -> None:
     from ctxline.context import Context
 
-    session = collect_sessions(shared_data() / "mini-swe-agent", "auto")[0]
+    session = load_tree(shared_data() / "mini-swe-agent", "auto")[0]
     store = MemoryStore()
     options = PrepareOptions(context_window=8_000, max_output=1_000)
     steps = list(replay_session(store, session, options=options, counter=COUNTER))

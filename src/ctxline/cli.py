@@ -50,12 +50,13 @@ from ctxline.events import (
     pending_from_json,
     stored_to_json,
 )
-from ctxline.importers import FORMATS, ImportedSession, detect_format, load
+from ctxline.importers import FORMATS, load_tree
 from ctxline.ingest import import_sessions
 from ctxline.store import MAIN, Store, open_store
 from ctxline.store.base import check_pairing
 
 __all__ = ["main"]
+
 
 def _open(db: str) -> Store:
     return open_store(db)
@@ -81,37 +82,9 @@ def main() -> None:
 def import_cmd(path: Path, db: str, fmt: str, as_json: bool) -> None:
     """Import a recorded agent session (or a file of many) into the record."""
     with one_line_errors():
-        if not path.exists():
-            raise ValidationError("no such file", source=str(path))
-        # shallower files first: a file that loads its companions (a Claude Code main
-        # session and its subagents/*.jsonl) comes before them, so its version is kept
-        files = (
-            sorted(
-                (p for p in path.rglob("*") if p.is_file()),
-                key=lambda p: (len(p.relative_to(path).parts), p),
-            )
-            if path.is_dir()
-            else [path]
+        sessions = load_tree(
+            path, fmt, skipped=lambda _file, exc: click.echo(f"skipped: {exc}", err=True)
         )
-        sessions: list[ImportedSession] = []
-        loaded: dict[str, ImportedSession] = {}
-        for file in files:
-            if path.is_dir() and file.suffix not in (".json", ".jsonl", ".traj"):
-                continue
-            if path.is_dir() and fmt == "auto":
-                # a folder may hold files that are not trajectories (reports, configs): skip
-                # those, saying so, rather than refusing the whole folder
-                try:
-                    detect_format(file)
-                except ValidationError as exc:
-                    click.echo(f"skipped: {exc}", err=True)
-                    continue
-            for imported in load(file, fmt):
-                seen = loaded.get(imported.id)
-                if seen is not None and seen.events == imported.events:
-                    continue  # loaded already, with its main file
-                loaded[imported.id] = imported
-                sessions.append(imported)
         store = _open(db)
         results = import_sessions(store, sessions)
         store.close()

@@ -25,39 +25,12 @@ from ctxline.cli_common import (
     status_options,
 )
 from ctxline.errors import ValidationError
-from ctxline.importers import FORMATS, ImportedSession, detect_format, load
-from ctxline.replay import ReplayStats, replay_session
+from ctxline.importers import FORMATS, load_tree
+from ctxline.replay import ReplayStats, model_calls, replay_session
 from ctxline.store import Store, open_store
 from ctxline.tokens import get_counter
 
 __all__ = ["replay_cmd"]
-
-SUFFIXES = (".json", ".jsonl", ".traj")
-
-
-def collect_sessions(path: Path, fmt: str) -> list[ImportedSession]:
-    """Every session in a file or folder (files whose format is unknown are skipped)."""
-    if not path.exists():
-        raise ValidationError("no such file or folder", source=str(path))
-    if path.is_file():
-        return load(path, fmt)
-    files = sorted(
-        (p for p in path.rglob("*") if p.is_file() and p.suffix in SUFFIXES),
-        key=lambda p: (len(p.relative_to(path).parts), str(p)),
-    )
-    sessions: list[ImportedSession] = []
-    seen: set[str] = set()
-    for file in files:
-        if fmt == "auto":
-            try:
-                detect_format(file)
-            except ValidationError:
-                continue
-        for session in load(file, fmt):
-            if session.id not in seen:  # a Claude Code main file also loads its sub-agents
-                seen.add(session.id)
-                sessions.append(session)
-    return sessions
 
 
 def _free_id(store: Store, base: str) -> str:
@@ -140,12 +113,12 @@ def replay_cmd(
         )
         counter = get_counter(tokenizer)
         status = status_config(status_mode, tz)
-        sessions = collect_sessions(path, fmt)
+        sessions = load_tree(path, fmt)
         if not sessions:
             raise ValidationError("no trajectories found", source=str(path))
         store = open_store(db)
         stats = ReplayStats(alpha=alpha, keep_steps=report_path is not None)
-        steps_total = sum(1 for s in sessions for _ in _model_calls(s))
+        steps_total = sum(1 for s in sessions for _ in model_calls(s.events))
         progress = Progress(
             TextColumn("[bold]replay"),
             BarColumn(),
@@ -198,17 +171,6 @@ def replay_cmd(
         click.echo(json.dumps(summary))
         return
     _print_summary(summary, db)
-
-
-def _model_calls(session: ImportedSession) -> list[int]:
-    from ctxline.events import AssistantMessage, UserMessage
-
-    calls, seen_user = [], False
-    for i, p in enumerate(session.events):
-        if isinstance(p.event, AssistantMessage) and seen_user:
-            calls.append(i)
-        seen_user = seen_user or isinstance(p.event, UserMessage)
-    return calls
 
 
 def _print_summary(summary: dict[str, Any], db: str) -> None:

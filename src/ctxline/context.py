@@ -546,6 +546,10 @@ class Context:
         if version != self._guide_version:
             self.append(Guide(version, self.guide.compose()))
 
+    def view(self) -> list[ViewMessage]:
+        """The history of the last prepared request, message by message with its tokens."""
+        return view_messages(self._cache, self.counter)
+
     def requests(self) -> list[RequestHeader]:
         self.refresh()
         return [ev.event for ev in self._events if isinstance(ev.event, RequestHeader)]

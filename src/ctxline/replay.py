@@ -18,7 +18,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -27,7 +27,7 @@ from ctxline.context import Context
 from ctxline.errors import CompactionError, ContextOverflow
 from ctxline.events import AssistantMessage, Pending, UserMessage
 from ctxline.importers import ImportedSession
-from ctxline.prepare import Preparation, PrepareOptions, view_messages
+from ctxline.prepare import Preparation, PrepareOptions
 from ctxline.render.neutral import NeutralMessage
 from ctxline.status import StatusConfig
 from ctxline.store import Store
@@ -72,6 +72,18 @@ def pairing_errors(messages: list[NeutralMessage]) -> int:
     return errors + len(calls - answered)
 
 
+def model_calls(events: Sequence[Pending]) -> list[int]:
+    """Indexes of the events before which the recorded agent called its model: each
+    assistant message once a user message has been seen."""
+    calls: list[int] = []
+    seen_user = False
+    for i, pending in enumerate(events):
+        if isinstance(pending.event, AssistantMessage) and seen_user:
+            calls.append(i)
+        seen_user = seen_user or isinstance(pending.event, UserMessage)
+    return calls
+
+
 def replay_session(
     store: Store,
     session: ImportedSession,
@@ -94,34 +106,31 @@ def replay_session(
     )
     task = next((p.event.text for p in session.events if isinstance(p.event, UserMessage)), None)
     task_view = None if task is None else escape(task)
+    calls = set(model_calls(session.events))
     batch: list[Pending] = []
-    seen_user = False
-    for pending in session.events:
-        if isinstance(pending.event, AssistantMessage) and seen_user:
+    for index, pending in enumerate(session.events):
+        if index in calls:
             if batch:
                 ctx.append(*batch)
                 batch = []
-            now = ctx.events[-1].at if ctx.events else REPLAY_EPOCH
-            started = time.perf_counter()
-            try:
-                prep = ctx.prepare(now=now)
-            except (ContextOverflow, CompactionError) as exc:
-                yield ReplayStep(
-                    sid, None, (time.perf_counter() - started) * 1000, [], False, str(exc)
-                )
-                seen_user = True
-                batch.append(pending if keep_ids else Pending(pending.event, None, pending.at))
-                continue
-            ms = (time.perf_counter() - started) * 1000
-            messages = [vm.message for vm in view_messages(ctx._cache, ctx.counter)]
-            kept = task_view is not None and any(
-                m.role == "user" and m.text == task_view for m in messages
-            )
-            yield ReplayStep(sid, prep, ms, messages, kept)
-        seen_user = seen_user or isinstance(pending.event, UserMessage)
+            yield _step(ctx, sid, task_view)
         batch.append(pending if keep_ids else Pending(pending.event, None, pending.at))
     if batch:
         ctx.append(*batch)
+
+
+def _step(ctx: Context, sid: str, task_view: str | None) -> ReplayStep:
+    """Prepare the request of one model call, timed; a refusal is a step too."""
+    now = ctx.events[-1].at if ctx.events else REPLAY_EPOCH
+    started = time.perf_counter()
+    try:
+        prep = ctx.prepare(now=now)
+    except (ContextOverflow, CompactionError) as exc:
+        return ReplayStep(sid, None, (time.perf_counter() - started) * 1000, [], False, str(exc))
+    ms = (time.perf_counter() - started) * 1000
+    messages = [vm.message for vm in ctx.view()]
+    kept = task_view is not None and any(m.role == "user" and m.text == task_view for m in messages)
+    return ReplayStep(sid, prep, ms, messages, kept)
 
 
 @dataclass

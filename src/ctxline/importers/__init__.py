@@ -32,7 +32,7 @@ from ctxline.importers.openai_messages import load_openai
 from ctxline.importers.swe_agent import load_swe_agent
 from ctxline.importers.tau_bench import load_tau_bench
 
-__all__ = ["FORMATS", "ImportedSession", "detect_format", "load"]
+__all__ = ["FORMATS", "ImportedSession", "detect_format", "load", "load_tree"]
 
 _LOADERS: dict[str, Callable[[Source], list[ImportedSession]]] = {
     "events": load_events,
@@ -156,3 +156,48 @@ def load(path: Path, format: str = "auto") -> list[ImportedSession]:
         raise ValidationError(
             f"unexpected structure for format {fmt}: {type(exc).__name__}: {exc}", source=str(path)
         ) from exc
+
+
+TRAJECTORY_SUFFIXES = (".json", ".jsonl", ".traj")
+
+
+def load_tree(
+    path: Path,
+    format: str = "auto",
+    *,
+    skipped: Callable[[Path, ValidationError], None] | None = None,
+) -> list[ImportedSession]:
+    """The sessions in a file, or in every trajectory file under a folder.
+
+    In a folder, only ``.json``/``.jsonl``/``.traj`` files are read, shallower files
+    first (a Claude Code main session loads its ``subagents/*.jsonl`` itself, so its
+    version comes first), a repeat of a session already loaded with the same events is
+    dropped, and with ``format="auto"`` a file that is not a trajectory is passed to
+    ``skipped`` instead of failing the whole folder.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise ValidationError("no such file or folder", source=str(path))
+    if path.is_file():
+        return load(path, format)
+    files = sorted(
+        (p for p in path.rglob("*") if p.is_file() and p.suffix in TRAJECTORY_SUFFIXES),
+        key=lambda p: (len(p.relative_to(path).parts), str(p)),
+    )
+    sessions: list[ImportedSession] = []
+    loaded: dict[str, ImportedSession] = {}
+    for file in files:
+        if format == "auto":
+            try:
+                detect_format(file)
+            except ValidationError as exc:
+                if skipped is not None:
+                    skipped(file, exc)
+                continue
+        for session in load(file, format):
+            seen = loaded.get(session.id)
+            if seen is not None and seen.events == session.events:
+                continue  # loaded already, with its main file
+            loaded[session.id] = session
+            sessions.append(session)
+    return sessions
