@@ -41,10 +41,10 @@ from typing import Any
 
 from ctxline.context import Context
 from ctxline.errors import TokenizerUnavailable
-from ctxline.events import AssistantMessage, Event, ToolCall, ToolResult, UserMessage
-from ctxline.prepare import PrepareOptions
-from ctxline.store import open_store
-from ctxline.tokens import get_counter
+from ctxline.record.events import AssistantMessage, Event, ToolCall, ToolResult, UserMessage
+from ctxline.record.store import open_store
+from ctxline.tokens.counters import get_counter
+from ctxline.view.prepare import PrepareOptions
 
 HERE = Path(__file__).resolve()
 REPO = HERE.parents[1]

@@ -11,7 +11,7 @@ Every file the CLI's folder import would take is parsed with ``ctxline.importers
 (format auto-detected; files that are not trajectories are skipped and listed; a
 Claude Code sub-agent file already loaded with its main file is not loaded twice).
 ``load_s`` is the parse time, ``import_s`` the time to append every session into a
-fresh SQLite database (durability normal) with ``ctxline.ingest.import_sessions``,
+fresh SQLite database (durability normal) with ``ctxline.importers.ingest.import_sessions``,
 ``reimport_s`` the same import again (idempotent: nothing appended). Times are the
 best of ``--repeats`` (default 3) runs; ``mb`` is the size of the input files.
 """
@@ -30,8 +30,8 @@ from pathlib import Path
 
 from ctxline.errors import ValidationError
 from ctxline.importers import ImportedSession, detect_format, load
-from ctxline.ingest import import_sessions
-from ctxline.store import SQLiteStore
+from ctxline.importers.ingest import import_sessions
+from ctxline.record.store import SQLiteStore
 
 ROOT = Path(__file__).resolve().parents[1]
 SUFFIXES = (".json", ".jsonl", ".traj")

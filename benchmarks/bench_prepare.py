@@ -20,7 +20,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from ctxline.context import Context
-from ctxline.events import (
+from ctxline.importers import load
+from ctxline.record.events import (
     AssistantMessage,
     Event,
     Pending,
@@ -29,10 +30,9 @@ from ctxline.events import (
     ToolResult,
     UserMessage,
 )
-from ctxline.importers import load
-from ctxline.prepare import PrepareOptions
-from ctxline.store import MemoryStore
-from ctxline.tokens import get_counter
+from ctxline.record.store import MemoryStore
+from ctxline.tokens.counters import get_counter
+from ctxline.view.prepare import PrepareOptions
 
 REPO = Path(__file__).resolve().parents[1]
 

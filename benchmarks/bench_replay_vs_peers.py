@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from ctxline.importers import load_tree
-from ctxline.prepare import PrepareOptions
+from ctxline.record.store import MemoryStore
 from ctxline.replay import ReplayStats, replay_session
-from ctxline.store import MemoryStore
-from ctxline.tokens import get_counter
+from ctxline.tokens.counters import get_counter
+from ctxline.view.prepare import PrepareOptions
 
 REPO = Path(__file__).resolve().parents[1]
 DATASETS = {

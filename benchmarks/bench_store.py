@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Literal
 
 from ctxline.errors import Conflict
-from ctxline.events import (
+from ctxline.record.events import (
     AssistantMessage,
     Event,
     Pending,
@@ -44,7 +44,7 @@ from ctxline.events import (
     canonical_json,
     event_to_json,
 )
-from ctxline.store import MemoryStore, SQLiteStore, Store
+from ctxline.record.store import MemoryStore, SQLiteStore, Store
 
 SESSION = "bench"
 BATCH = 100

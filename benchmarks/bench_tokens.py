@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 
-from ctxline.tokens import TokenCounter, count_many, get_counter
+from ctxline.tokens.counters import TokenCounter, count_many, get_counter
 
 ROOT = Path(__file__).resolve().parents[1]
 

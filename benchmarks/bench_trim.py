@@ -36,7 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from ctxline.context import Context
-from ctxline.events import (
+from ctxline.importers import load
+from ctxline.record.events import (
     AssistantMessage,
     Event,
     Pending,
@@ -46,10 +47,9 @@ from ctxline.events import (
     UserMessage,
     canonical_json,
 )
-from ctxline.importers import load
-from ctxline.prepare import PrepareOptions
-from ctxline.store import MemoryStore
-from ctxline.tokens import get_counter
+from ctxline.record.store import MemoryStore
+from ctxline.tokens.counters import get_counter
+from ctxline.view.prepare import PrepareOptions
 
 REPO = Path(__file__).resolve().parents[1]
 WINDOW, MAX_OUTPUT = 32_000, 4_000

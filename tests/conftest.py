@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ctxline.store import MemoryStore, SQLiteStore, Store
+from ctxline.record.store import MemoryStore, SQLiteStore, Store
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -43,7 +43,7 @@ def make_store(kind: str, tmp_path: Path) -> Store:
         import pg_server
 
         pg_server.require_psycopg()
-        from ctxline.store.postgres import PostgresStore
+        from ctxline.record.store.postgres import PostgresStore
 
         return PostgresStore(pg_server.fresh_dsn(), clock=FakeClock(), new_id=counter_ids())
     raise AssertionError(kind)

@@ -2,7 +2,7 @@
 
 Why: the CLI is how people meet the record, and every promise of the foundation
 (nothing lost, nothing duplicated, one-line errors with exit 2, nothing half-written)
-must hold at that boundary too. Most tests drive ``ctxline.cli.main`` in-process with
+must hold at that boundary too. Most tests drive ``ctxline.cli.main.main`` in-process with
 click's ``CliRunner`` against a temporary SQLite file; one runs the real command in a
 subprocess.
 
@@ -24,7 +24,7 @@ from click.testing import CliRunner, Result
 
 from conftest import REPO, shared_data
 from ctxline import __version__
-from ctxline.cli import main
+from ctxline.cli.main import main
 from ctxline.importers import FORMATS
 
 # --- helpers -----------------------------------------------------------------------
@@ -541,7 +541,7 @@ def test_version_in_process() -> None:
 
 def test_version_subprocess() -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "ctxline.cli", "--version"],
+        [sys.executable, "-m", "ctxline.cli.main", "--version"],
         capture_output=True,
         text=True,
         timeout=60,

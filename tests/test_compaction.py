@@ -4,9 +4,16 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from ctxline.compaction import digest, extractive_summary
-from ctxline.events import AssistantMessage, Event, StoredEvent, ToolCall, ToolResult, UserMessage
-from ctxline.tokens import get_counter
+from ctxline.record.events import (
+    AssistantMessage,
+    Event,
+    StoredEvent,
+    ToolCall,
+    ToolResult,
+    UserMessage,
+)
+from ctxline.tokens.counters import get_counter
+from ctxline.view.compaction import digest, extractive_summary
 
 T0 = datetime(2026, 11, 2, tzinfo=UTC)
 COUNTER = get_counter("bytes/4")

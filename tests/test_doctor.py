@@ -26,10 +26,10 @@ import pytest
 from click.testing import CliRunner, Result
 
 import pg_server
-from ctxline.cli_admin import doctor_cmd
+from ctxline.cli.admin import doctor_cmd
 from ctxline.errors import IntegrityError
-from ctxline.events import AssistantMessage, ToolCall, ToolResult, UserMessage
-from ctxline.store import SQLiteStore
+from ctxline.record.events import AssistantMessage, ToolCall, ToolResult, UserMessage
+from ctxline.record.store import SQLiteStore
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 
@@ -302,8 +302,8 @@ def _writer(db: Path, events: int, hold: bool) -> subprocess.Popen[str]:
     code = textwrap.dedent(
         f"""
         import sys, time
-        from ctxline.store import SQLiteStore
-        from ctxline.events import UserMessage
+        from ctxline.record.store import SQLiteStore
+        from ctxline.record.events import UserMessage
         store = SQLiteStore({str(db)!r})
         store._conn.execute("PRAGMA wal_autocheckpoint = 0")
         store.create_session("s", exist_ok=True)
@@ -402,7 +402,7 @@ def pg_url() -> str:
 
 
 def test_doctor_postgres(pg_url: str) -> None:
-    from ctxline.store.postgres import PostgresStore
+    from ctxline.record.store.postgres import PostgresStore
 
     code, report = doctor_json(pg_url)
     assert code == 2  # an empty schema is not a ctxline database, and doctor does not create one

@@ -23,10 +23,10 @@ from ctxline.eval.probes import Instance
 from ctxline.eval.report import html_report
 from ctxline.eval.runner import prompts_sha256
 from ctxline.eval.scoring import extract, is_correct, wilson
-from ctxline.events import State, StoredEvent, ToolResult, UserMessage
 from ctxline.models import ModelReply, Provider
-from ctxline.sources import current_state, valid_rules
-from ctxline.status import StatusFold
+from ctxline.record.events import State, StoredEvent, ToolResult, UserMessage
+from ctxline.sources.blocks import current_state, valid_rules
+from ctxline.sources.status import StatusFold
 from ctxline.tags import count_tags
 
 N = 6

@@ -43,13 +43,13 @@ from hypothesis import strategies as st
 
 from ctxline.context import Context
 from ctxline.errors import ContextOverflow, CtxlineError, PairingError, ValidationError
-from ctxline.events import Pending, ToolResult
 from ctxline.importers import load
-from ctxline.prepare import PrepareOptions
-from ctxline.status import StatusConfig
-from ctxline.store import MemoryStore
+from ctxline.record.events import Pending, ToolResult
+from ctxline.record.store import MemoryStore
+from ctxline.sources.status import StatusConfig
+from ctxline.sources.timectx import TimeConfig
 from ctxline.tags import count_tags, escape
-from ctxline.timectx import TimeConfig
+from ctxline.view.prepare import PrepareOptions
 
 MARK = "FORGED"
 OPENERS = ["<", "</", "< ", "\uff1c", "\ufe64", "<\u200b", "</\u2060"]

@@ -12,7 +12,8 @@ import pytest
 
 from conftest import shared_data
 from ctxline.errors import ValidationError
-from ctxline.events import (
+from ctxline.importers import FORMATS, ImportedSession, detect_format, load
+from ctxline.record.events import (
     AssistantMessage,
     Compaction,
     Event,
@@ -24,9 +25,8 @@ from ctxline.events import (
     event_from_json,
     event_to_json,
 )
-from ctxline.importers import FORMATS, ImportedSession, detect_format, load
-from ctxline.store import Store
-from ctxline.store.base import check_pairing
+from ctxline.record.store import Store
+from ctxline.record.store.base import check_pairing
 
 ORPHAN = "import.orphan_result"
 PROJECT = Path(__file__).resolve().parents[1]

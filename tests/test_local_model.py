@@ -22,10 +22,15 @@ import httpx2
 import pytest
 from click.testing import CliRunner
 
-from ctxline.cli_models import chat_cmd, eval_cmd
+from ctxline.cli.models import chat_cmd, eval_cmd
 from ctxline.context import Context
 from ctxline.eval import FAMILIES, VIEWS, EvalConfig, build_prompts, run_eval
-from ctxline.events import (
+from ctxline.importers import load
+from ctxline.models import MissingExtra, ModelError, usage_record
+from ctxline.models.local import SMOLLM2_FILE, LocalClient, local_model_path
+from ctxline.models.openai_client import OpenAIClient
+from ctxline.models.summarizer import LLMSummarizer, compact
+from ctxline.record.events import (
     AssistantMessage,
     Notification,
     Pending,
@@ -36,14 +41,9 @@ from ctxline.events import (
     UserMessage,
     event_to_json,
 )
-from ctxline.importers import load
-from ctxline.models import MissingExtra, ModelError, usage_record
-from ctxline.models.local import SMOLLM2_FILE, LocalClient, local_model_path
-from ctxline.models.openai_client import OpenAIClient
-from ctxline.prepare import PrepareOptions
-from ctxline.store import MemoryStore
-from ctxline.summarize_llm import LLMSummarizer, compact
+from ctxline.record.store import MemoryStore
 from ctxline.tags import count_tags, escape
+from ctxline.view.prepare import PrepareOptions
 
 T0 = datetime(2026, 11, 2, 23, 59, tzinfo=UTC)
 

@@ -23,19 +23,6 @@ from pydantic import TypeAdapter
 
 from ctxline.context import Context
 from ctxline.errors import CtxlineError, ValidationError
-from ctxline.events import (
-    AssistantMessage,
-    Notification,
-    Pending,
-    Rule,
-    State,
-    StoredEvent,
-    SystemMessage,
-    ToolCall,
-    UnknownEvent,
-    UserMessage,
-    event_to_json,
-)
 from ctxline.importers import load
 from ctxline.models import (
     USAGE_KIND,
@@ -52,11 +39,24 @@ from ctxline.models import (
 )
 from ctxline.models.anthropic_client import AnthropicClient
 from ctxline.models.openai_client import OpenAIClient
-from ctxline.prepare import PrepareOptions
-from ctxline.store import MemoryStore
-from ctxline.summarize_llm import LLMSummarizer, SummaryFailed, compact
+from ctxline.models.summarizer import LLMSummarizer, SummaryFailed, compact
+from ctxline.record.events import (
+    AssistantMessage,
+    Notification,
+    Pending,
+    Rule,
+    State,
+    StoredEvent,
+    SystemMessage,
+    ToolCall,
+    UnknownEvent,
+    UserMessage,
+    event_to_json,
+)
+from ctxline.record.store import MemoryStore
 from ctxline.tags import count_tags
-from ctxline.tokens import get_counter
+from ctxline.tokens.counters import get_counter
+from ctxline.view.prepare import PrepareOptions
 
 ANTHROPIC_PARAMS: TypeAdapter[MessageCreateParamsNonStreaming] = TypeAdapter(
     MessageCreateParamsNonStreaming
@@ -441,7 +441,7 @@ def test_llm_summary_is_clipped_to_its_budget() -> None:
 def test_chat_runs_builtin_tool_calls(monkeypatch: pytest.MonkeyPatch) -> None:
     from click.testing import CliRunner
 
-    from ctxline import cli_models
+    from ctxline.cli import models as cli_models
 
     call = ToolCall("c1", "search_history", {"query": "invoice"})
     client = ScriptedClient(

@@ -37,9 +37,9 @@ except ImportError:
 
 import pg_server
 from ctxline.errors import BlobError, Conflict, IntegrityError, PairingError, ValidationError
-from ctxline.events import AssistantMessage, Pending, ToolCall, ToolResult, UserMessage
-from ctxline.store import MAIN, open_store
-from ctxline.store.postgres import PostgresStore, append_with_retry
+from ctxline.record.events import AssistantMessage, Pending, ToolCall, ToolResult, UserMessage
+from ctxline.record.store import MAIN, open_store
+from ctxline.record.store.postgres import PostgresStore, append_with_retry
 
 HERE = Path(__file__).resolve()
 
@@ -82,7 +82,7 @@ def test_unreachable_server_is_a_clear_error() -> None:
 
 
 def test_missing_psycopg_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "ctxline.store.postgres", None)
+    monkeypatch.setitem(sys.modules, "ctxline.record.store.postgres", None)
     with pytest.raises(ValidationError, match=r"ctxline\[postgres\]"):
         open_store("postgresql://localhost/x")
 

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from conftest import FakeClock, counter_ids
 from ctxline.context import Context
-from ctxline.events import (
+from ctxline.record.events import (
     AssistantMessage,
     Event,
     Notification,
@@ -26,14 +26,14 @@ from ctxline.events import (
     ToolResult,
     UserMessage,
 )
-from ctxline.guide import GuideRegistry, MessageKind
-from ctxline.prepare import PrepareOptions, StepInputs, ViewCache, prepare
+from ctxline.record.store import MemoryStore
 from ctxline.render import NeutralRequest, render_bytes, to_anthropic, to_openai
 from ctxline.render.neutral import history_to_messages, system_text
-from ctxline.sources import current_state, render_other, valid_rules
-from ctxline.store import MemoryStore
+from ctxline.sources.blocks import current_state, render_other, valid_rules
+from ctxline.sources.guide import GuideRegistry, MessageKind
 from ctxline.tags import count_tags, escape
-from ctxline.tokens import get_counter
+from ctxline.tokens.counters import get_counter
+from ctxline.view.prepare import PrepareOptions, StepInputs, ViewCache, prepare
 
 T0 = datetime(2026, 11, 2, 23, 59, 0, tzinfo=UTC)
 BYTES = get_counter("bytes/4")
@@ -485,7 +485,7 @@ class CountingCounter:
 
 
 def test_long_message_counts_survive_a_restart(tmp_path: Path) -> None:
-    from ctxline.store import SQLiteStore
+    from ctxline.record.store import SQLiteStore
 
     store = SQLiteStore(tmp_path / "counts.db")
     first = CountingCounter()

@@ -16,12 +16,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import shared_data
-from ctxline.blobs import BlobStore, MemoryBlobs, blob_ref
-from ctxline.cli_tools import blob_cmd
+from ctxline.cli.tools import blob_cmd
 from ctxline.context import Context
-from ctxline.events import ToolResult
 from ctxline.importers import load
-from ctxline.read_result import (
+from ctxline.record.blobs import BlobStore, MemoryBlobs, blob_ref
+from ctxline.record.events import ToolResult
+from ctxline.record.store import SQLiteStore
+from ctxline.tools.read_result import (
     PAGE_CHARS,
     READ_RESULT,
     ResultPage,
@@ -30,7 +31,6 @@ from ctxline.read_result import (
     read_result,
     render_page,
 )
-from ctxline.store import SQLiteStore
 
 BIG = "mini-swe-agent/psf__requests-1142.traj.json"
 MULTI = "前端错误：找不到模块 🙂👍🏽 👨‍👩‍👧 🇯🇵 naïve café\n第二行 ✅ — ok\r\n" * 97 + "结束 🎉"

@@ -21,7 +21,7 @@ from openai.types.chat.completion_create_params import CompletionCreateParamsNon
 from pydantic import TypeAdapter
 
 from ctxline.errors import ValidationError
-from ctxline.events import (
+from ctxline.record.events import (
     AssistantMessage,
     Event,
     Notification,

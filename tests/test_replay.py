@@ -10,8 +10,9 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import shared_data
-from ctxline.cli import main
-from ctxline.events import (
+from ctxline.cli.main import main
+from ctxline.importers import ImportedSession, load_tree
+from ctxline.record.events import (
     AssistantMessage,
     Pending,
     Rule,
@@ -19,13 +20,12 @@ from ctxline.events import (
     ToolResult,
     UserMessage,
 )
-from ctxline.importers import ImportedSession, load_tree
-from ctxline.prepare import PrepareOptions
+from ctxline.record.store import MemoryStore
 from ctxline.replay import ReplayStats, replay_session
-from ctxline.sources import current_state, render_rule, render_state, valid_rules
-from ctxline.store import MemoryStore
+from ctxline.sources.blocks import current_state, render_rule, render_state, valid_rules
 from ctxline.tags import escape
-from ctxline.tokens import get_counter
+from ctxline.tokens.counters import get_counter
+from ctxline.view.prepare import PrepareOptions
 
 COUNTER = get_counter("o200k")
 WINDOWS = [(200_000, 32_000), (32_000, 4_000), (8_000, 1_000)]
@@ -233,7 +233,7 @@ def test_a_new_context_on_a_compacted_session_keeps_its_guide() -> None:
 
 
 def _long_session(n: int) -> list[Pending]:
-    from ctxline.events import ToolCall
+    from ctxline.record.events import ToolCall
 
     events = [Pending(UserMessage("fix the bug"))]
     for i in range(n):

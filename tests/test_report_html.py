@@ -17,10 +17,10 @@ import pytest
 
 from conftest import shared_data
 from ctxline.importers import load
-from ctxline.prepare import PrepareOptions
+from ctxline.record.store import MemoryStore
 from ctxline.replay import ReplayStats, replay_session
-from ctxline.report_html import MAX_POINTS, format_value, render_report, write_report
-from ctxline.store import MemoryStore
+from ctxline.view.prepare import PrepareOptions
+from ctxline.web.report_html import MAX_POINTS, format_value, render_report, write_report
 
 VOID = {"meta", "br", "hr", "img", "input", "link", "col", "area", "base", "wbr", "source"}
 SVG_LEAVES = {"line", "polygon", "polyline", "path", "circle", "rect"}

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from ctxline.errors import IntegrityError, ValidationError
-from ctxline.events import UserMessage
-from ctxline.store import MemoryStore, SQLiteStore, open_store
+from ctxline.record.events import UserMessage
+from ctxline.record.store import MemoryStore, SQLiteStore, open_store
 
 WRITER = Path(__file__).with_name("writer_process.py")
 

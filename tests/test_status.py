@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from conftest import shared_data
-from ctxline.events import (
+from ctxline.importers import load
+from ctxline.record.events import (
     AssistantMessage,
     Event,
     JsonValue,
@@ -23,10 +24,8 @@ from ctxline.events import (
     UserMessage,
     canonical_json,
 )
-from ctxline.guide import GuideRegistry
-from ctxline.importers import load
-from ctxline.prepare import StepInputs, prepare
-from ctxline.status import (
+from ctxline.sources.guide import GuideRegistry
+from ctxline.sources.status import (
     STATUS_KIND,
     Environment,
     StatusConfig,
@@ -37,9 +36,10 @@ from ctxline.status import (
     status_block,
     status_json,
 )
+from ctxline.sources.timectx import TimeConfig, time_block
 from ctxline.tags import count_tags
-from ctxline.timectx import TimeConfig, time_block
-from ctxline.tokens import get_counter
+from ctxline.tokens.counters import get_counter
+from ctxline.view.prepare import StepInputs, prepare
 
 T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 

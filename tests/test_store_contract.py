@@ -6,7 +6,6 @@ from datetime import UTC, datetime
 
 import pytest
 
-from ctxline.blobs import blob_ref
 from ctxline.errors import (
     BlobError,
     Conflict,
@@ -16,7 +15,8 @@ from ctxline.errors import (
     UnknownTimeline,
     ValidationError,
 )
-from ctxline.events import (
+from ctxline.record.blobs import blob_ref
+from ctxline.record.events import (
     AssistantMessage,
     Event,
     Pending,
@@ -25,7 +25,7 @@ from ctxline.events import (
     UnknownEvent,
     UserMessage,
 )
-from ctxline.store import MAIN, Store
+from ctxline.record.store import MAIN, Store
 
 
 def _user(n: int) -> UserMessage:
@@ -143,7 +143,7 @@ def test_result_pairs_with_call_in_same_or_earlier_batch(store: Store) -> None:
 
 
 def test_every_kind_round_trips(store: Store) -> None:
-    from ctxline.events import Notification, Rule, State, Todo, TodoItem
+    from ctxline.record.events import Notification, Rule, State, Todo, TodoItem
 
     events: list[Event] = [
         UserMessage("hé \x00 \x08 字", meta={"k": [1, 2.5, None]}),
@@ -344,7 +344,7 @@ def test_search_query_syntax_never_reaches_the_backend(store: Store) -> None:
 
 
 def test_search_skips_ctxline_records_and_retries(store: Store) -> None:
-    from ctxline.events import Guide, RequestHeader
+    from ctxline.record.events import Guide, RequestHeader
 
     store.create_session("s")
     batch = [Pending(UserMessage("zebra crossing"), id="u-1")]

@@ -8,14 +8,20 @@ import pytest
 
 from conftest import FakeClock, counter_ids
 from ctxline.context import Context
-from ctxline.events import AssistantMessage, StatusSnapshot, ToolCall, ToolResult, UserMessage
-from ctxline.prepare import PrepareOptions
-from ctxline.status import StatusConfig
-from ctxline.store import MemoryStore
+from ctxline.record.events import (
+    AssistantMessage,
+    StatusSnapshot,
+    ToolCall,
+    ToolResult,
+    UserMessage,
+)
+from ctxline.record.store import MemoryStore
+from ctxline.sources.status import StatusConfig
+from ctxline.sources.tail import NO_APP_STATE, DynamicItem
+from ctxline.sources.timectx import TimeConfig
 from ctxline.tags import count_tags
-from ctxline.tail import NO_APP_STATE, DynamicItem
-from ctxline.timectx import TimeConfig
-from ctxline.tokens import get_counter
+from ctxline.tokens.counters import get_counter
+from ctxline.view.prepare import PrepareOptions
 
 T0 = datetime(2026, 11, 2, 22, 0, 0, tzinfo=UTC)
 BYTES = get_counter("bytes/4")
@@ -155,7 +161,7 @@ def test_invalid_zone_is_a_clear_error() -> None:
 def test_read_result_is_offered_and_pages_back_the_saved_output() -> None:
     import re
 
-    from ctxline.events import ToolCall as Call
+    from ctxline.record.events import ToolCall as Call
 
     c = ctx()
     big = "\n".join(f"line {i}: " + "word " * 20 for i in range(3000))
@@ -188,7 +194,7 @@ def test_read_result_is_offered_and_pages_back_the_saved_output() -> None:
 
 
 def test_side_channel_timestamps_come_from_the_append_time() -> None:
-    from ctxline.events import Pending
+    from ctxline.record.events import Pending
 
     store = MemoryStore()
     options = PrepareOptions(tokenizer="bytes/4", timestamps="Europe/Berlin")
@@ -217,7 +223,7 @@ def test_the_report_carries_the_status_decision() -> None:
 
 
 def test_search_history_is_a_builtin_over_this_timeline() -> None:
-    from ctxline.events import ToolCall as Call
+    from ctxline.record.events import ToolCall as Call
 
     c = ctx()
     c.append(UserMessage("the deploy key is in vault/prod"), AssistantMessage("noted"))

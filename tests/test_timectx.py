@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from ctxline.errors import ValidationError
-from ctxline.events import (
+from ctxline.record.events import (
     AssistantMessage,
     Event,
     Notification,
@@ -22,9 +22,8 @@ from ctxline.events import (
     ToolResult,
     UserMessage,
 )
-from ctxline.guide import GuideRegistry
-from ctxline.tags import count_tags
-from ctxline.timectx import (
+from ctxline.sources.guide import GuideRegistry
+from ctxline.sources.timectx import (
     FIRST_TURN,
     TIME_KIND,
     TimeConfig,
@@ -36,6 +35,7 @@ from ctxline.timectx import (
     side_channel_stamp,
     time_block,
 )
+from ctxline.tags import count_tags
 
 T0 = datetime(2026, 11, 2, 9, 0, 0, tzinfo=UTC)
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from ctxline.events import (
+from ctxline.record.events import (
     TODO_STATUSES,
     JsonValue,
     StoredEvent,
@@ -20,7 +20,7 @@ from ctxline.events import (
     event_from_json,
     event_to_json,
 )
-from ctxline.todo import (
+from ctxline.sources.todo import (
     TODO_TOOLS,
     TODO_UPDATE,
     TODO_WRITE,
@@ -29,7 +29,7 @@ from ctxline.todo import (
     apply_todo_call,
     current_todos,
 )
-from ctxline.tool_errors import derive_hint, detailed_tool_error
+from ctxline.tools.errors import derive_hint, detailed_tool_error
 
 T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 

@@ -16,9 +16,8 @@ import tiktoken
 import tiktoken.load
 
 from conftest import shared_data
-from ctxline import tiktoken_files as tf
 from ctxline.errors import TokenizerUnavailable, ValidationError
-from ctxline.events import (
+from ctxline.record.events import (
     AssistantMessage,
     Compaction,
     Event,
@@ -34,7 +33,8 @@ from ctxline.events import (
     UnknownEvent,
     UserMessage,
 )
-from ctxline.tokens import (
+from ctxline.tokens import tiktoken_files as tf
+from ctxline.tokens.counters import (
     COUNTER_NAMES,
     BytesEstimator,
     TiktokenCounter,
@@ -225,7 +225,7 @@ def test_never_uses_tiktoken_loader(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_litellm_is_located_not_imported() -> None:
     _require_litellm()
     code = (
-        "import sys; from ctxline.tokens import get_counter; "
+        "import sys; from ctxline.tokens.counters import get_counter; "
         "assert get_counter('o200k').count('hi there') == 2; "
         "assert 'litellm' not in sys.modules, 'litellm was imported'"
     )

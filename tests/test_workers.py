@@ -8,7 +8,7 @@ a common start time, mix:
 * appends to the ``main`` timeline of two shared sessions with ``expected_seq`` set to
   the head they just read (a batch of 1-3 events, a tool call and its result included),
   reporting each :class:`~ctxline.errors.Conflict` and then resolving it with
-  :func:`~ctxline.store.postgres.append_with_retry` (same client ids);
+  :func:`~ctxline.record.store.postgres.append_with_retry` (same client ids);
 * forks of ``main`` at the head they read (racing the other workers' appends), then
   appends on their own fork, checking right away that the fork shows the parent's
   prefix and its own events only;
@@ -38,7 +38,7 @@ from pathlib import Path
 
 from ctxline.context import Context
 from ctxline.errors import Conflict
-from ctxline.events import (
+from ctxline.record.events import (
     AssistantMessage,
     Pending,
     StoredEvent,
@@ -46,9 +46,9 @@ from ctxline.events import (
     ToolResult,
     UserMessage,
 )
-from ctxline.prepare import PrepareOptions
-from ctxline.store import MAIN, open_store
-from ctxline.store.postgres import append_with_retry
+from ctxline.record.store import MAIN, open_store
+from ctxline.record.store.postgres import append_with_retry
+from ctxline.view.prepare import PrepareOptions
 
 HERE = Path(__file__).resolve()
 WORKERS = 4

@@ -14,8 +14,8 @@ import sys
 import time
 
 from ctxline.errors import Conflict
-from ctxline.events import Pending, UserMessage
-from ctxline.store import SQLiteStore
+from ctxline.record.events import Pending, UserMessage
+from ctxline.record.store import SQLiteStore
 
 
 def main() -> None:

@@ -14,7 +14,6 @@ chose and why, and can rebuild any logged request byte for byte.
     prep.report        # tokens by section, budget, prefix reuse, pairing repairs
 """
 
-from ctxline.blobs import BlobStore
 from ctxline.context import Context, rebuild_request
 from ctxline.errors import (
     BlobError,
@@ -28,7 +27,10 @@ from ctxline.errors import (
     UnknownTimeline,
     ValidationError,
 )
-from ctxline.events import (
+from ctxline.importers import FORMATS, ImportedSession, detect_format, load
+from ctxline.importers.ingest import ImportResult, import_sessions
+from ctxline.record.blobs import BlobStore
+from ctxline.record.events import (
     AssistantMessage,
     Compaction,
     Event,
@@ -51,10 +53,14 @@ from ctxline.events import (
     event_from_json,
     event_to_json,
 )
-from ctxline.guide import GuideRegistry, MessageKind
-from ctxline.importers import FORMATS, ImportedSession, detect_format, load
-from ctxline.ingest import ImportResult, import_sessions
-from ctxline.prepare import Preparation, PrepareOptions, StepInputs, ViewCache, prepare
+from ctxline.record.store import (
+    MemoryStore,
+    SessionInfo,
+    SQLiteStore,
+    Store,
+    TimelineInfo,
+    open_store,
+)
 from ctxline.render import (
     NeutralMessage,
     NeutralRequest,
@@ -63,9 +69,10 @@ from ctxline.render import (
     to_anthropic,
     to_openai,
 )
-from ctxline.sources import BranchMark, current_state, valid_rules
-from ctxline.store import MemoryStore, SessionInfo, SQLiteStore, Store, TimelineInfo, open_store
-from ctxline.tokens import TokenCounter, get_counter
+from ctxline.sources.blocks import BranchMark, current_state, valid_rules
+from ctxline.sources.guide import GuideRegistry, MessageKind
+from ctxline.tokens.counters import TokenCounter, get_counter
+from ctxline.view.prepare import Preparation, PrepareOptions, StepInputs, ViewCache, prepare
 
 __version__ = "0.1.0"
 

@@ -1,6 +1,6 @@
 """``Context``: one agent timeline — append what happens, prepare each request, rebuild any step.
 
-This is the layer with I/O around the pure :func:`~ctxline.prepare.prepare`. Before a
+This is the layer with I/O around the pure :func:`~ctxline.view.prepare.prepare`. Before a
 request it brings the record up to date (new events are read once, not the whole
 timeline), adopts the guide if the registered kinds changed (a ``guide`` event),
 records the ``expired`` op of rules whose ``expires_at`` has passed, prepares, and logs
@@ -19,16 +19,14 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 
-from ctxline.blobs import blob_ref
-from ctxline.budget import ViewMessage, plan_reductions
-from ctxline.compaction import COMPACTION_KINDS, Summarizer, extractive_summary, plan_compaction
 from ctxline.errors import (
     CompactionError,
     ContextOverflow,
     IntegrityError,
     ValidationError,
 )
-from ctxline.events import (
+from ctxline.record.blobs import blob_ref
+from ctxline.record.events import (
     Event,
     Guide,
     JsonValue,
@@ -46,8 +44,31 @@ from ctxline.events import (
     UserMessage,
     canonical_json,
 )
-from ctxline.guide import CORE_KINDS, GuideRegistry
-from ctxline.prepare import (
+from ctxline.record.store import MAIN, Store, utc_now
+from ctxline.record.store.base import Clock
+from ctxline.render.neutral import ToolSpec
+from ctxline.sources.blocks import BranchMark
+from ctxline.sources.guide import CORE_KINDS, GuideRegistry
+from ctxline.sources.status import STATUS_KIND, StatusConfig
+from ctxline.sources.tail import (
+    DYNAMIC_KIND,
+    DynamicItem,
+    DynamicSource,
+    StatusDriver,
+    render_dynamic,
+)
+from ctxline.sources.timectx import TIME_KIND
+from ctxline.tokens.counters import TokenCounter, get_counter
+from ctxline.tools.read_result import READ_RESULT, call_read_result
+from ctxline.tools.search_history import SEARCH_HISTORY, call_search_history
+from ctxline.view.compaction import (
+    COMPACTION_KINDS,
+    Summarizer,
+    extractive_summary,
+    plan_compaction,
+)
+from ctxline.view.ladder import ViewMessage, plan_reductions
+from ctxline.view.prepare import (
     Preparation,
     PrepareOptions,
     StepInputs,
@@ -55,16 +76,6 @@ from ctxline.prepare import (
     prepare,
     view_messages,
 )
-from ctxline.read_result import READ_RESULT, call_read_result
-from ctxline.render.neutral import ToolSpec
-from ctxline.search import SEARCH_HISTORY, call_search_history
-from ctxline.sources import BranchMark
-from ctxline.status import STATUS_KIND, StatusConfig
-from ctxline.store import MAIN, Store, utc_now
-from ctxline.store.base import Clock
-from ctxline.tail import DYNAMIC_KIND, DynamicItem, DynamicSource, StatusDriver, render_dynamic
-from ctxline.timectx import TIME_KIND
-from ctxline.tokens import TokenCounter, get_counter
 
 __all__ = ["Context", "branch_marks", "rebuild_all", "rebuild_request"]
 
@@ -149,7 +160,7 @@ def rebuild_request(
     """Rebuild logged step ``step`` of a timeline from its events; raises if the hash differs.
 
     The counter is the one named in the step's report; pass ``counter`` when it was a
-    custom one (a name :func:`~ctxline.tokens.get_counter` does not know).
+    custom one (a name :func:`~ctxline.tokens.counters.get_counter` does not know).
     """
     header = next(
         (

@@ -35,7 +35,7 @@ from fractions import Fraction
 from typing import Literal
 
 from ctxline.errors import ValidationError
-from ctxline.events import JsonValue
+from ctxline.record.events import JsonValue
 
 __all__ = [
     "DEFAULT_EXPECTED_UPDATES",

@@ -25,14 +25,14 @@ from typing import Any
 
 from ctxline.context import Context
 from ctxline.errors import CompactionError, ContextOverflow
-from ctxline.events import AssistantMessage, Pending, UserMessage
 from ctxline.importers import ImportedSession
-from ctxline.prepare import Preparation, PrepareOptions
+from ctxline.record.events import AssistantMessage, Pending, UserMessage
+from ctxline.record.store import Store
 from ctxline.render.neutral import NeutralMessage
-from ctxline.status import StatusConfig
-from ctxline.store import Store
+from ctxline.sources.status import StatusConfig
 from ctxline.tags import escape
-from ctxline.tokens import TokenCounter
+from ctxline.tokens.counters import TokenCounter
+from ctxline.view.prepare import Preparation, PrepareOptions
 
 __all__ = ["REPLAY_EPOCH", "ReplayStats", "ReplayStep", "pairing_errors", "replay_session"]
 

@@ -27,7 +27,7 @@ from datetime import UTC, date, datetime, time, timedelta
 from typing import Any, Literal
 
 from ctxline.eval.trajectories import Excerpt
-from ctxline.events import (
+from ctxline.record.events import (
     AssistantMessage,
     Event,
     Notification,

@@ -33,10 +33,10 @@ from ctxline.eval.trajectories import (
     make_excerpt,
 )
 from ctxline.eval.views import VIEWS, render_views
-from ctxline.events import JsonValue, canonical_json
 from ctxline.models.base import ModelClient, ModelError, Provider, estimator_summary, usage_record
-from ctxline.prepare import PrepareOptions
-from ctxline.tokens import TokenCounter, get_counter
+from ctxline.record.events import JsonValue, canonical_json
+from ctxline.tokens.counters import TokenCounter, get_counter
+from ctxline.view.prepare import PrepareOptions
 
 __all__ = ["EvalConfig", "EvalResult", "Prompt", "Record", "build_prompts", "run_eval"]
 

@@ -21,9 +21,16 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ctxline.errors import CtxlineError
-from ctxline.events import AssistantMessage, Event, JsonValue, ToolCall, ToolResult, UserMessage
 from ctxline.importers import load
-from ctxline.tokens import get_counter
+from ctxline.record.events import (
+    AssistantMessage,
+    Event,
+    JsonValue,
+    ToolCall,
+    ToolResult,
+    UserMessage,
+)
+from ctxline.tokens.counters import get_counter
 
 __all__ = [
     "ARG_CHARS",

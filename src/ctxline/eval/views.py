@@ -22,10 +22,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ctxline.compaction import COMPACTION_KINDS, extractive_summary
 from ctxline.context import Context
 from ctxline.eval.probes import Instance, Step
-from ctxline.events import (
+from ctxline.models.base import Provider
+from ctxline.record.events import (
     AssistantMessage,
     Event,
     Notification,
@@ -37,17 +37,23 @@ from ctxline.events import (
     SystemMessage,
     UserMessage,
 )
-from ctxline.guide import GuideRegistry
-from ctxline.models.base import Provider
-from ctxline.prepare import FRAMING_TOKENS, PrepareOptions, message_text
+from ctxline.record.store import MAIN, MemoryStore
 from ctxline.render.anthropic import to_anthropic
 from ctxline.render.neutral import HistoryBuilder, NeutralRequest
 from ctxline.render.openai import to_openai
-from ctxline.sources import current_state, valid_rules, value_text
-from ctxline.status import STATUS_KIND, StatusConfig, StatusFold
-from ctxline.store import MAIN, MemoryStore
-from ctxline.timectx import TIME_KIND, TimeConfig, render_time, side_channel_stamp, time_block
-from ctxline.tokens import TokenCounter
+from ctxline.sources.blocks import current_state, valid_rules, value_text
+from ctxline.sources.guide import GuideRegistry
+from ctxline.sources.status import STATUS_KIND, StatusConfig, StatusFold
+from ctxline.sources.timectx import (
+    TIME_KIND,
+    TimeConfig,
+    render_time,
+    side_channel_stamp,
+    time_block,
+)
+from ctxline.tokens.counters import TokenCounter
+from ctxline.view.compaction import COMPACTION_KINDS, extractive_summary
+from ctxline.view.prepare import FRAMING_TOKENS, PrepareOptions, message_text
 
 __all__ = ["PERSONA", "VIEWS", "Rendered", "render_views"]
 

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ctxline.errors import ValidationError
-from ctxline.events import (
+from ctxline.record.events import (
     AssistantMessage,
     Compaction,
     Event,

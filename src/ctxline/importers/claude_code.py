@@ -36,7 +36,6 @@ from pathlib import Path
 from typing import Any
 
 from ctxline.errors import ValidationError
-from ctxline.events import Compaction, JsonValue, ToolCall
 from ctxline.importers._common import (
     ImportedSession,
     SessionBuilder,
@@ -48,6 +47,7 @@ from ctxline.importers._common import (
     parse_arguments,
     timestamp,
 )
+from ctxline.record.events import Compaction, JsonValue, ToolCall
 
 __all__ = ["RECORD_TYPES", "USAGE_KEYS", "load_claude_code"]
 

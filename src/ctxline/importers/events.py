@@ -1,7 +1,7 @@
 """ctxline's own canonical JSONL (what ``ctxline export`` writes) → sessions.
 
 Why: this is the lossless round trip. Each line is one event in the canonical JSON
-form of :mod:`ctxline.events`, validated by :func:`~ctxline.events.pending_from_json`,
+form of :mod:`ctxline.record.events`, validated by :func:`~ctxline.record.events.pending_from_json`,
 which keeps a client ``id`` and an ``at`` time when the line has them (stored fields
 such as ``seq`` are ignored). Lines without an id get ``<session>#<n>``, so importing
 the same file twice appends nothing new.
@@ -22,8 +22,8 @@ from __future__ import annotations
 from typing import Any
 
 from ctxline.errors import ValidationError
-from ctxline.events import CANONICAL_VERSION, JsonValue, pending_from_json
 from ctxline.importers._common import ImportedSession, SessionBuilder, Source, opt_int, opt_str
+from ctxline.record.events import CANONICAL_VERSION, JsonValue, pending_from_json
 
 __all__ = ["HEADER_KIND", "load_events"]
 

@@ -28,7 +28,6 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ctxline.events import JsonValue
 from ctxline.importers._common import (
     ImportedSession,
     SessionBuilder,
@@ -40,6 +39,7 @@ from ctxline.importers._common import (
     small_meta,
 )
 from ctxline.importers.openai_messages import ChatConverter
+from ctxline.record.events import JsonValue
 
 __all__ = ["ACTION_REGEX", "load_mini_swe_agent"]
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 from typing import Any
 
 from ctxline.errors import ValidationError
-from ctxline.events import JsonValue, ToolCall
 from ctxline.importers._common import (
     ImportedSession,
     SessionBuilder,
@@ -37,6 +36,7 @@ from ctxline.importers._common import (
     req_str,
     small_meta,
 )
+from ctxline.record.events import JsonValue, ToolCall
 
 __all__ = ["ChatConverter", "load_openai"]
 

@@ -32,7 +32,6 @@ import re
 from typing import Any
 
 from ctxline.errors import ValidationError
-from ctxline.events import JsonValue, ToolCall
 from ctxline.importers._common import (
     ImportedSession,
     SessionBuilder,
@@ -44,6 +43,7 @@ from ctxline.importers._common import (
     small_meta,
 )
 from ctxline.importers.openai_messages import ChatConverter
+from ctxline.record.events import JsonValue, ToolCall
 
 __all__ = ["action_name", "load_swe_agent", "parse_tool_calls"]
 

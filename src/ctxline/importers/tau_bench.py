@@ -22,7 +22,6 @@ import re
 from typing import Any
 
 from ctxline.errors import ValidationError
-from ctxline.events import JsonValue
 from ctxline.importers._common import (
     ImportedSession,
     SessionBuilder,
@@ -33,6 +32,7 @@ from ctxline.importers._common import (
     unique_id,
 )
 from ctxline.importers.openai_messages import convert_messages
+from ctxline.record.events import JsonValue
 
 __all__ = ["DOMAINS", "domain_of", "load_tau_bench"]
 

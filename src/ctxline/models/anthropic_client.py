@@ -18,8 +18,8 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from ctxline.events import ToolCall
 from ctxline.models.base import MissingExtra, ModelError, ModelReply, Provider, Usage
+from ctxline.record.events import ToolCall
 
 __all__ = ["AnthropicClient"]
 

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypedDict, runtime_checkable
 
 from ctxline.errors import CtxlineError
-from ctxline.events import JsonValue, ToolCall, UnknownEvent
-from ctxline.prepare import Preparation
+from ctxline.record.events import JsonValue, ToolCall, UnknownEvent
+from ctxline.view.prepare import Preparation
 
 __all__ = [
     "USAGE_KIND",

@@ -37,7 +37,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ctxline.errors import ValidationError
-from ctxline.events import ToolCall
+from ctxline.record.events import ToolCall
 from ctxline.render.neutral import NeutralMessage, NeutralRequest, ToolSpec, check_pairing
 from ctxline.render.openai import arguments_text
 from ctxline.text import clean_json, clean_text

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ctxline.errors import ValidationError
-from ctxline.events import JsonValue, canonical_json
+from ctxline.record.events import JsonValue, canonical_json
 from ctxline.render import anthropic as anth
 from ctxline.render import openai as oai
 from ctxline.render.neutral import NeutralMessage, ToolSpec

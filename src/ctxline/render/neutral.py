@@ -36,7 +36,7 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from ctxline.errors import ValidationError
-from ctxline.events import (
+from ctxline.record.events import (
     AssistantMessage,
     Event,
     JsonValue,

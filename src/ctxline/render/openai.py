@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ctxline.errors import ValidationError
-from ctxline.events import JsonValue, ToolCall, canonical_json
+from ctxline.record.events import JsonValue, ToolCall, canonical_json
 from ctxline.render.neutral import NeutralMessage, NeutralRequest, ToolSpec, check_pairing
 from ctxline.text import clean_json, clean_text
 

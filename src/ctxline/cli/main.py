@@ -1,0 +1,327 @@
+"""The ``ctxline`` command: import real agent logs, inspect and export the record.
+
+Every error is one line on stderr and exit code 2 (3 when protected content alone
+exceeds the input limit); nothing is half-written.
+
+    ctxline import examples/data/tau-bench/airline-sample.json
+    ctxline show --session tau-bench/airline/0-0
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from ctxline import __version__
+from ctxline.cli.admin import doctor_cmd, search_cmd
+from ctxline.cli.common import db_option, one_line_errors
+from ctxline.cli.models import chat_cmd, eval_cmd
+from ctxline.cli.prepare import prepare_cmd, request_cmd, requests_cmd
+from ctxline.cli.replay import replay_cmd
+from ctxline.cli.tools import blob_cmd
+from ctxline.errors import (
+    Conflict,
+    UnknownSession,
+    UnknownTimeline,
+    ValidationError,
+)
+from ctxline.importers import FORMATS, load_tree
+from ctxline.importers.ingest import import_sessions
+from ctxline.record.events import (
+    CANONICAL_VERSION,
+    AssistantMessage,
+    Compaction,
+    Notification,
+    Pending,
+    Rule,
+    State,
+    StoredEvent,
+    SystemMessage,
+    Todo,
+    ToolResult,
+    UnknownEvent,
+    UserMessage,
+    canonical_json,
+    format_at,
+    pending_from_json,
+    stored_to_json,
+)
+from ctxline.record.store import MAIN, Store, open_store
+from ctxline.record.store.base import check_pairing
+
+__all__ = ["main"]
+
+
+def _open(db: str) -> Store:
+    return open_store(db)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="ctxline")
+def main() -> None:
+    """ctxline: a durable record of what your agent did, and the exact request it sees."""
+
+
+@main.command("import")
+@click.argument("path", type=click.Path(path_type=Path))
+@db_option
+@click.option(
+    "--format",
+    "fmt",
+    default="auto",
+    show_default=True,
+    help=f"auto or one of: {', '.join(FORMATS)}",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the imported session ids as JSON.")
+def import_cmd(path: Path, db: str, fmt: str, as_json: bool) -> None:
+    """Import a recorded agent session (or a file of many) into the record."""
+    with one_line_errors():
+        sessions = load_tree(
+            path, fmt, skipped=lambda _file, exc: click.echo(f"skipped: {exc}", err=True)
+        )
+        store = _open(db)
+        results = import_sessions(store, sessions)
+        store.close()
+    if as_json:
+        click.echo(json.dumps([r.session for r in results]))
+        return
+    console = Console()
+    added = sum(r.appended for r in results)
+    for r in results:
+        note = f"{r.appended} new" if r.appended else "already imported"
+        console.print(f"[bold]{r.session}[/bold]  {r.events} events ({note})", highlight=False)
+    console.print(f"{len(results)} session(s), {added} event(s) appended to {db}", highlight=False)
+
+
+@main.command("sessions")
+@db_option
+@click.option("--json", "as_json", is_flag=True)
+def sessions_cmd(db: str, as_json: bool) -> None:
+    """List sessions with their event counts."""
+    with one_line_errors():
+        store = _open(db)
+        infos = store.sessions()
+        store.close()
+    if as_json:
+        rows = [
+            {
+                "session": s.id,
+                "events": s.events,
+                "timelines": s.timelines,
+                "created_at": format_at(s.created_at),
+            }
+            for s in infos
+        ]
+        click.echo(json.dumps(rows, ensure_ascii=False))
+        return
+    table = Table("session", "events", "timelines", "created")
+    for s in infos:
+        table.add_row(s.id, str(s.events), str(s.timelines), format_at(s.created_at)[:19])
+    Console().print(table)
+
+
+@main.command("export")
+@click.option("--session", required=True)
+@click.option("--timeline", default=MAIN, show_default=True)
+@db_option
+def export_cmd(session: str, timeline: str, db: str) -> None:
+    """Print a timeline as canonical JSONL (a session header line, then one event per line)."""
+    with one_line_errors():
+        store = _open(db)
+        info = store.session(session)
+        events = store.read(session, timeline)
+        store.close()
+    header = {
+        "kind": "ctxline.session",
+        "session": session,
+        "timeline": timeline,
+        "version": CANONICAL_VERSION,
+        "meta": info.meta,
+    }
+    out = sys.stdout.buffer
+    out.write(canonical_json(header) + b"\n")
+    for ev in events:
+        out.write(canonical_json(stored_to_json(ev)) + b"\n")
+    out.flush()
+
+
+def _has_session(store: Store, session: str) -> bool:
+    try:
+        store.session(session)
+    except UnknownSession:
+        return False
+    return True
+
+
+@main.command("append")
+@click.option("--session", required=True)
+@click.option("--timeline", default=MAIN, show_default=True)
+@click.option(
+    "--expected-seq", type=int, default=None, help="Fail with a conflict unless the head is this."
+)
+@click.option("--create", is_flag=True, help="Create the session if it does not exist.")
+@db_option
+@click.option("--json", "as_json", is_flag=True, help="Print the stored events as JSONL.")
+def append_cmd(
+    session: str, timeline: str, expected_seq: int | None, create: bool, db: str, as_json: bool
+) -> None:
+    """Append canonical JSONL events from stdin, atomically (all lines or none)."""
+    with one_line_errors():
+        batch: list[Pending] = []
+        for number, raw in enumerate(sys.stdin.buffer, start=1):
+            line = raw.decode("utf-8", "replace").strip()
+            if not line:
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ValidationError(
+                    f"invalid JSON ({exc.msg})", line=number, source="stdin"
+                ) from None
+            if isinstance(obj, dict) and obj.get("kind") == "ctxline.session":
+                continue
+            try:
+                batch.append(pending_from_json(obj, line=number))
+            except ValidationError as exc:
+                raise exc.located(source="stdin") from None
+        if not batch:
+            raise ValidationError("no events on stdin", source="stdin")
+        store = _open(db)
+        try:
+            if create and not _has_session(store, session):
+                # check before creating, so a refused append leaves no empty session behind
+                if timeline != MAIN:
+                    raise UnknownTimeline(session, timeline)
+                if expected_seq not in (None, 0):
+                    raise Conflict(session, timeline, expected_seq, 0)
+                check_pairing(batch, lambda _call: False)
+                store.create_session(session, exist_ok=True)
+            stored = store.append(session, batch, expected_seq=expected_seq, timeline=timeline)
+        finally:
+            store.close()
+    if as_json:
+        for ev in stored:
+            click.echo(canonical_json(stored_to_json(ev)).decode())
+    else:
+        click.echo(
+            f"appended {len(stored)} event(s) to {session}/{timeline}: seq {stored[0].seq}-{stored[-1].seq}"
+        )
+
+
+def _summary(ev: StoredEvent, width: int) -> Text:
+    e = ev.event
+
+    def clip(s: str) -> str:
+        s = " ".join(s.split())
+        return s if len(s) <= width else s[: width - 1] + "…"
+
+    if isinstance(e, SystemMessage | UserMessage):
+        return Text(clip(e.text))
+    if isinstance(e, AssistantMessage):
+        calls = ", ".join(
+            f"{c.name}({clip(json.dumps(c.arguments, ensure_ascii=False))[:60]})"
+            for c in e.tool_calls
+        )
+        return Text(clip(e.text) + (f"  → {calls}" if calls else ""))
+    if isinstance(e, ToolResult):
+        size = len(e.content)
+        label = "error " if e.is_error else ""
+        return Text(f"[{e.call_id}] {label}{size:,} chars: {clip(e.content)}")
+    if isinstance(e, State):
+        return Text(
+            f"{e.source} cleared"
+            if e.cleared
+            else f"{e.source} = {clip(json.dumps(e.value, ensure_ascii=False))}"
+        )
+    if isinstance(e, Rule):
+        return Text(f"{e.op} {e.rule_id} [{e.scope}] {clip(e.text)}")
+    if isinstance(e, Notification):
+        return Text(f"{e.source}: {clip(e.text)}")
+    if isinstance(e, Todo):
+        return Text(
+            f"{e.op} " + ", ".join(f"{i.id}:{i.status}" for i in e.items)
+            if e.items
+            else f"{e.op} {e.item_id}:{e.status}"
+        )
+    if isinstance(e, Compaction):
+        return Text(f"{e.trigger} pre_tokens={e.pre_tokens} {clip(e.summary)}")
+    assert isinstance(e, UnknownEvent)
+    return Text(clip(canonical_json(e.data).decode()))
+
+
+KIND_STYLE = {
+    "user.message": "bold green",
+    "assistant.message": "bold cyan",
+    "tool.result": "yellow",
+    "system.message": "magenta",
+}
+
+
+@main.command("show")
+@click.option("--session", required=True)
+@click.option("--timeline", default=MAIN, show_default=True)
+@db_option
+@click.option("--width", default=100, show_default=True, help="Characters of text per event.")
+def show_cmd(session: str, timeline: str, db: str, width: int) -> None:
+    """Print a readable timeline."""
+    with one_line_errors():
+        store = _open(db)
+        info = store.timeline(session, timeline)
+        events = store.read(session, timeline)
+        store.close()
+    console = Console()
+    title = f"{session} / {timeline}: {len(events)} events"
+    if info.parent is not None:
+        title += f" (forked from {info.parent} at seq {info.fork_seq})"
+    table = Table(title=title, show_lines=False)
+    table.add_column("seq", justify="right")
+    table.add_column("at")
+    table.add_column("kind")
+    table.add_column("text", overflow="fold")
+    for ev in events:
+        table.add_row(
+            str(ev.seq),
+            format_at(ev.at)[:19].replace("T", " "),
+            Text(ev.kind, KIND_STYLE.get(ev.kind, "")),
+            _summary(ev, width),
+        )
+    console.print(table)
+
+
+@main.command("fork")
+@click.option("--session", required=True)
+@click.option("--timeline", default=MAIN, show_default=True, help="The parent timeline.")
+@click.option(
+    "--at", "at_seq", type=int, required=True, help="The last parent seq the branch sees."
+)
+@click.option("--name", required=True)
+@db_option
+def fork_cmd(session: str, timeline: str, at_seq: int, name: str, db: str) -> None:
+    """Create a branch that sees the parent's events up to --at, then its own."""
+    with one_line_errors():
+        store = _open(db)
+        info = store.fork(session, timeline, at_seq, name)
+        store.close()
+    click.echo(
+        f"created timeline {info.name} of {session}: forked from {info.parent} at seq {info.fork_seq}"
+    )
+
+
+main.add_command(prepare_cmd)
+main.add_command(requests_cmd)
+main.add_command(request_cmd)
+main.add_command(replay_cmd)
+main.add_command(blob_cmd)
+main.add_command(search_cmd)
+main.add_command(doctor_cmd)
+main.add_command(eval_cmd)
+main.add_command(chat_cmd)
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,245 @@
+"""CLI commands with a model in the loop: ``eval`` and ``chat``.
+
+ctxline eval --model local:smollm2 --json
+ctxline eval --model openai:gpt-4.1-mini --families rules,branch --n 20 --report eval.html
+ctxline eval --model openai:qwen2.5-7b --base-url http://127.0.0.1:8000/v1
+printf 'hello\\n/exit\\n' | ctxline chat --model local:smollm2
+
+Every error is one line on stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from ctxline.cli.common import one_line_errors
+from ctxline.context import BUILTIN_TOOLS, Context
+from ctxline.eval import FAMILIES, VIEWS, EvalConfig, run_eval
+from ctxline.eval.report import html_report
+from ctxline.models import ModelClient, make_client, usage_event, usage_record
+from ctxline.record.events import (
+    AssistantMessage,
+    JsonValue,
+    SystemMessage,
+    ToolResult,
+    UserMessage,
+)
+from ctxline.record.store import open_store
+from ctxline.view.prepare import PrepareOptions
+
+__all__ = ["chat_cmd", "eval_cmd"]
+
+
+def _families(text: str) -> tuple[str, ...]:
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    return names or tuple(FAMILIES)
+
+
+def _table(summary: dict[str, JsonValue]) -> Table:
+    table = Table(
+        title=f"{summary['model']}: accuracy (95 % Wilson interval), n per family {summary['n_per_family']}"
+    )
+    table.add_column("family")
+    for view in VIEWS:
+        table.add_column(view, justify="right")
+    accuracy = summary["accuracy"]
+    tokens = summary["tokens"]
+    assert isinstance(accuracy, dict)
+    assert isinstance(tokens, dict)
+    for family, views in accuracy.items():
+        cells = []
+        for view in VIEWS:
+            a = views[view]
+            lo, hi = a["ci95"]
+            cells.append(f"{a['accuracy'] * 100:.0f} % [{lo * 100:.0f}–{hi * 100:.0f}]")
+        table.add_row(family, *cells)
+    table.add_row(
+        "tokens/request",
+        *(f"{tokens['all'][v]['input_mean']}" for v in VIEWS),
+        style="dim",
+    )
+    return table
+
+
+@click.command("eval")
+@click.option(
+    "--model",
+    default="local:smollm2",
+    show_default=True,
+    help="kind:name (openai:…, anthropic:…, local:smollm2).",
+)
+@click.option(
+    "--base-url",
+    default=None,
+    help="An OpenAI-compatible endpoint (vLLM, Ollama, llama.cpp server).",
+)
+@click.option(
+    "--families",
+    default=",".join(FAMILIES),
+    show_default=True,
+    help="Comma-separated probe families.",
+)
+@click.option("--n", "n", type=int, default=50, show_default=True, help="Instances per family.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option(
+    "--excerpt-tokens",
+    type=int,
+    default=400,
+    show_default=True,
+    help="Tokens of real trajectory per instance.",
+)
+@click.option(
+    "--data",
+    "data_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Trajectory folder (default ../shared/data).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@click.option(
+    "--report",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write an HTML report here.",
+)
+def eval_cmd(
+    model: str,
+    base_url: str | None,
+    families: str,
+    n: int,
+    seed: int,
+    excerpt_tokens: int,
+    data_dir: Path | None,
+    as_json: bool,
+    report: Path | None,
+) -> None:
+    """Measure whether a model reads ctxline's view right, against two baselines."""
+    with one_line_errors():
+        config = EvalConfig(
+            families=_families(families),
+            n=n,
+            seed=seed,
+            excerpt_tokens=excerpt_tokens,
+            data_dir=data_dir,
+        )
+        client = make_client(model, base_url=base_url, seed=seed)
+        err = Console(stderr=True)
+        last = [0.0]
+
+        def progress(done: int, total: int) -> None:
+            now = time.monotonic()
+            if done == total or now - last[0] > 5:
+                last[0] = now
+                err.print(f"[dim]{done}/{total} prompts[/dim]")
+
+        result = run_eval(client, config, progress=progress)
+        summary = result.summary()
+        if report is not None:
+            report.write_text(html_report(result), encoding="utf-8")
+        if as_json:
+            click.echo(json.dumps(summary, indent=2, ensure_ascii=False))
+        else:
+            console = Console()
+            console.print(_table(summary))
+            console.print(
+                f"[dim]{summary['prompts']} prompts, {summary['errors']} errors, {summary['seconds']} s; prompts sha256 {summary['prompts_sha256']}[/dim]"
+            )
+
+
+@click.command("chat")
+@click.option("--model", default="local:smollm2", show_default=True)
+@click.option("--base-url", default=None)
+@click.option(
+    "--db",
+    default=":memory:",
+    show_default=True,
+    help="Where the record goes (a SQLite path keeps it).",
+)
+@click.option("--session", default="chat", show_default=True)
+@click.option(
+    "--system", "persona", default="You are a helpful assistant. Answer briefly.", show_default=True
+)
+@click.option("--max-output", type=int, default=256, show_default=True)
+def chat_cmd(
+    model: str, base_url: str | None, db: str, session: str, persona: str, max_output: int
+) -> None:
+    """Chat with a model through ctxline: every line is appended, prepared, answered.
+
+    Reads lines from stdin until end of input or /exit. Calls to ctxline's built-in tools
+    (read_result, search_history) are run and answered; other tool calls get an error.
+    """
+    with one_line_errors():
+        client = make_client(model, base_url=base_url)
+        name = client.name.partition(":")[2]
+        options = PrepareOptions(
+            provider=client.provider, model=name, context_window=8_192, max_output=max_output
+        )
+        store = open_store(db)
+        # a local model has no tool calling: offer it no tools (it would never see them)
+        builtin = () if client.name.startswith("local:") else BUILTIN_TOOLS
+        ctx = Context(store, session, options=options, builtin_tools=builtin)
+        if not ctx.events:
+            ctx.append(SystemMessage(persona))
+        console = Console()
+        console.print(
+            f"[bold]ctxline chat[/bold] with {escape(client.name)} — /exit or end of input to stop"
+        )
+        interactive = sys.stdin.isatty()
+        while True:
+            if interactive:
+                console.print("[bold cyan]you>[/bold cyan] ", end="")
+            line = sys.stdin.readline()
+            if not line or line.strip() == "/exit":
+                break
+            text = line.strip()
+            if not text:
+                continue
+            if not interactive:
+                console.print(f"[bold cyan]you>[/bold cyan] {escape(text)}")
+            ctx.append(UserMessage(text))
+            for _ in range(MAX_TOOL_ROUNDS):
+                if not _step(ctx, client, name, console):
+                    break
+        store.close()
+
+
+MAX_TOOL_ROUNDS = 4
+"""Model calls per user line: built-in tool calls (read_result, search_history) are run and
+answered, up to this many rounds."""
+
+
+def _step(ctx: Context, client: ModelClient, name: str, console: Console) -> bool:
+    """One model call; True when it called built-in tools and wants another round."""
+    prep = ctx.prepare()
+    started = time.perf_counter()
+    reply = client.complete(prep.body, provider=client.provider)
+    seconds = time.perf_counter() - started
+    ctx.append(AssistantMessage(reply.text, reply.tool_calls))
+    record = usage_record(reply, prep, model=client.name)
+    ctx.append(usage_event(record))
+    if reply.text.strip():
+        console.print(f"[bold green]{escape(name)}>[/bold green] {escape(reply.text.strip())}")
+    usage = reply.usage
+    console.print(
+        f"[dim]step {prep.header.step}: input {usage['input']} tokens (ctxline estimated "
+        f"{record['estimated_input']}), cache read {usage['cache_read']}, output "
+        f"{usage['output']}, {seconds:.1f} s[/dim]"
+    )
+    results = []
+    for call in reply.tool_calls:
+        result = ctx.run_builtin(call) or ToolResult(
+            call.id, f"{call.name} is not available in ctxline chat", call.name, is_error=True
+        )
+        console.print(f"[dim]tool {escape(call.name)} → {len(result.content)} characters[/dim]")
+        results.append(result)
+    if results:
+        ctx.append(*results)
+    return bool(results)

@@ -1,0 +1,169 @@
+"""CLI commands of the projection: ``prepare``, ``requests`` and ``request``.
+
+ctxline prepare --session tau-bench/airline/0-0 --provider anthropic --json
+ctxline requests --session tau-bench/airline/0-0
+ctxline request --session tau-bench/airline/0-0 --step 1 > body.json
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from ctxline.cli.common import (
+    db_option,
+    model_options,
+    one_line_errors,
+    prepare_options,
+    status_config,
+    status_options,
+)
+from ctxline.context import Context
+from ctxline.errors import ValidationError
+from ctxline.record.events import RequestHeader, canonical_json, parse_at
+from ctxline.record.store import MAIN, open_store
+
+__all__ = ["prepare_cmd", "request_cmd", "requests_cmd"]
+
+
+@click.command("prepare")
+@click.option("--session", required=True)
+@click.option("--timeline", default=MAIN, show_default=True)
+@db_option
+@model_options
+@click.option(
+    "--now", "now_text", default=None, help="The request time, ISO-8601 with a zone (default: now)."
+)
+@status_options(
+    "auto", "Where the status bar goes: the tail (replace), history (append), or chosen by cost."
+)
+@click.option("--no-log", is_flag=True, help="Do not log the request.")
+@click.option("--json", "as_json", is_flag=True, help='Print {"request": body, "report": {...}}.')
+def prepare_cmd(
+    session: str,
+    timeline: str,
+    db: str,
+    provider: str,
+    model: str | None,
+    context_window: int,
+    max_output: int,
+    tokenizer: str,
+    now_text: str | None,
+    status_mode: str,
+    tz: str | None,
+    no_log: bool,
+    as_json: bool,
+) -> None:
+    """Prepare the next request of a timeline, log it, and print it with its report."""
+    with one_line_errors():
+        status = status_config(status_mode, tz)
+        options = prepare_options(provider, model, context_window, max_output, tokenizer)
+        now = None if now_text is None else parse_at(now_text, where="--now")
+        store = open_store(db)
+        store.session(session)
+        ctx = Context(
+            store,
+            session,
+            timeline,
+            options=options,
+            create=False,
+            status=status,
+            status_mode=status_mode,
+        )
+        prep = ctx.prepare(now=now, log=not no_log)
+        store.close()
+    if as_json:
+        out = sys.stdout.buffer
+        out.write(
+            b'{"report":' + canonical_json(prep.report) + b',"request":' + prep.body_bytes + b"}\n"
+        )
+        out.flush()
+        return
+    report = prep.report
+    tokens = report["tokens"]
+    budget = report["budget"]
+    prefix = report["prefix"]
+    assert isinstance(tokens, dict)
+    assert isinstance(budget, dict)
+    assert isinstance(prefix, dict)
+    console = Console()
+    console.print(
+        f"step {report['step']}  {report['messages']} messages  {prep.sha256}",
+        highlight=False,
+    )
+    table = Table("section", "tokens")
+    for name in ("tools", "system", "history", "tail", "total"):
+        table.add_row(name, f"{tokens[name]:,}")
+    console.print(table)
+    console.print(
+        f"input limit {budget['input_limit']:,}  pressure line {budget['pressure_line']:,}"
+        f"  target {budget['target']:,}  shared with previous request {prefix['shared_tokens']:,} tokens",
+        highlight=False,
+    )
+
+
+@click.command("requests")
+@click.option("--session", required=True)
+@click.option("--timeline", default=MAIN, show_default=True)
+@db_option
+@click.option("--json", "as_json", is_flag=True)
+def requests_cmd(session: str, timeline: str, db: str, as_json: bool) -> None:
+    """List the logged requests of a timeline: step, seq, sha256 and tokens."""
+    with one_line_errors():
+        store = open_store(db)
+        store.timeline(session, timeline)
+        headers = [
+            ev.event for ev in store.read(session, timeline) if isinstance(ev.event, RequestHeader)
+        ]
+        store.close()
+    rows = []
+    for h in headers:
+        tokens = h.report.get("tokens")
+        total = tokens.get("total") if isinstance(tokens, dict) else None
+        provider = h.options.get("provider")
+        rows.append(
+            {
+                "step": h.step,
+                "upto_seq": h.upto_seq,
+                "sha256": h.sha256,
+                "tokens": total,
+                "provider": provider,
+            }
+        )
+    if as_json:
+        click.echo(json.dumps(rows))
+        return
+    table = Table("step", "upto seq", "provider", "tokens", "sha256")
+    for r in rows:
+        table.add_row(
+            str(r["step"]),
+            str(r["upto_seq"]),
+            str(r["provider"]),
+            f"{r['tokens']:,}",
+            str(r["sha256"]),
+        )
+    Console().print(table)
+
+
+@click.command("request")
+@click.option("--session", required=True)
+@click.option("--timeline", default=MAIN, show_default=True)
+@click.option("--step", type=int, required=True)
+@db_option
+def request_cmd(session: str, timeline: str, step: int, db: str) -> None:
+    """Rebuild logged step N from the record and print its body (checked against its sha256)."""
+    with one_line_errors():
+        store = open_store(db)
+        store.timeline(session, timeline)
+        ctx = Context(store, session, timeline, create=False)
+        if step < 1:
+            raise ValidationError("steps start at 1", field="--step")
+        body = ctx.rebuild(step)
+        store.close()
+    out = sys.stdout.buffer
+    out.write(body + (b"\n" if sys.stdout.isatty() else b""))  # piped: exactly the logged bytes
+    out.flush()

@@ -1,0 +1,264 @@
+"""The in-memory store: the reference backend, and the one tests reach for.
+
+It keeps the same guarantees as the durable backends (atomic batches, expected-seq
+conflicts, idempotent retries, pairing checks, fork isolation) within one process.
+
+    store = MemoryStore()
+    store.create_session("s")
+    store.append("s", [UserMessage("hi")], expected_seq=0)
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from ctxline.errors import Conflict, UnknownSession, UnknownTimeline, ValidationError
+from ctxline.record.blobs import BlobStore, MemoryBlobs
+from ctxline.record.events import Event, JsonValue, Pending, StoredEvent
+from ctxline.record.store.base import (
+    MAIN,
+    Clock,
+    IdFactory,
+    SearchHit,
+    SessionInfo,
+    TimelineInfo,
+    as_pending,
+    call_ids,
+    check_name,
+    check_new_ids,
+    check_pairing,
+    encode_batch,
+    new_ulid,
+    resolve_retry,
+    utc_now,
+)
+from ctxline.record.store.textsearch import (
+    bm25_scores,
+    check_limit,
+    index_words,
+    parse_query,
+    to_hits,
+)
+
+__all__ = ["MemoryStore"]
+
+
+@dataclass
+class _Timeline:
+    name: str
+    parent: str | None
+    fork_seq: int | None
+    own: list[StoredEvent] = field(default_factory=list)
+    calls: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def base(self) -> int:
+        return self.fork_seq or 0
+
+    @property
+    def head(self) -> int:
+        return self.base + len(self.own)
+
+
+@dataclass
+class _Session:
+    info: SessionInfo
+    timelines: dict[str, _Timeline]
+
+
+class MemoryStore:
+    def __init__(self, *, clock: Clock = utc_now, new_id: IdFactory = new_ulid) -> None:
+        self._clock = clock
+        self._new_id = new_id
+        self._sessions: dict[str, _Session] = {}
+        self._ids: dict[str, tuple[str, str, int]] = {}
+        self._counts: dict[tuple[str, str], int] = {}
+        self._blobs = MemoryBlobs()
+        self._lock = threading.RLock()
+        # event id -> indexed words and their counts, filled on first search
+        self._words: dict[str, tuple[list[str], Counter[str]]] = {}
+
+    @property
+    def blobs(self) -> BlobStore:
+        return self._blobs
+
+    # sessions and timelines
+
+    def create_session(
+        self, session: str, *, meta: dict[str, JsonValue] | None = None, exist_ok: bool = False
+    ) -> SessionInfo:
+        check_name("session", session)
+        with self._lock:
+            if session in self._sessions:
+                if exist_ok:
+                    return self.session(session)
+                raise ValidationError(f"session {session!r} already exists", field="session")
+            info = SessionInfo(session, self._clock(), 0, 1, dict(meta or {}))
+            self._sessions[session] = _Session(info, {MAIN: _Timeline(MAIN, None, None)})
+            return info
+
+    def _session(self, session: str) -> _Session:
+        found = self._sessions.get(session)
+        if found is None:
+            raise UnknownSession(session)
+        return found
+
+    def _timeline(self, session: str, timeline: str) -> _Timeline:
+        found = self._session(session).timelines.get(timeline)
+        if found is None:
+            raise UnknownTimeline(session, timeline)
+        return found
+
+    def session(self, session: str) -> SessionInfo:
+        with self._lock:
+            s = self._session(session)
+            return SessionInfo(
+                s.info.id, s.info.created_at, s.timelines[MAIN].head, len(s.timelines), s.info.meta
+            )
+
+    def sessions(self) -> list[SessionInfo]:
+        with self._lock:
+            return [self.session(name) for name in sorted(self._sessions)]
+
+    def _info(self, session: str, t: _Timeline) -> TimelineInfo:
+        return TimelineInfo(session, t.name, t.head, t.parent, t.fork_seq)
+
+    def timelines(self, session: str) -> list[TimelineInfo]:
+        with self._lock:
+            s = self._session(session)
+            return [self._info(session, t) for t in s.timelines.values()]
+
+    def timeline(self, session: str, timeline: str = MAIN) -> TimelineInfo:
+        with self._lock:
+            return self._info(session, self._timeline(session, timeline))
+
+    def fork(self, session: str, timeline: str, at_seq: int, name: str) -> TimelineInfo:
+        check_name("timeline", name)
+        with self._lock:
+            parent = self._timeline(session, timeline)
+            s = self._session(session)
+            if name in s.timelines:
+                raise ValidationError(
+                    f"timeline {name!r} already exists in {session!r}", field="name"
+                )
+            if not 0 <= at_seq <= parent.head:
+                raise ValidationError(
+                    f"fork point {at_seq} is outside {timeline!r} (head {parent.head})",
+                    field="at_seq",
+                )
+            child = _Timeline(name, timeline, at_seq)
+            s.timelines[name] = child
+            return self._info(session, child)
+
+    # events
+
+    def _chain(self, session: str, timeline: str) -> list[tuple[_Timeline, int]]:
+        """(timeline, highest visible seq) from the root ancestor down to ``timeline``."""
+        chain: list[tuple[_Timeline, int]] = []
+        t = self._timeline(session, timeline)
+        upto = t.head
+        while True:
+            chain.append((t, upto))
+            if t.parent is None:
+                break
+            upto = t.base
+            t = self._timeline(session, t.parent)
+        chain.reverse()
+        return chain
+
+    def _known_call(self, session: str, timeline: str, call_id: str) -> bool:
+        return any(
+            t.calls.get(call_id, upto + 1) <= upto for t, upto in self._chain(session, timeline)
+        )
+
+    def append(
+        self,
+        session: str,
+        events: Sequence[Event | Pending],
+        *,
+        expected_seq: int | None = None,
+        timeline: str = MAIN,
+    ) -> list[StoredEvent]:
+        batch = as_pending(events)
+        check_new_ids(batch)
+        encode_batch(batch)  # refuse what a durable backend could not store
+        with self._lock:
+            t = self._timeline(session, timeline)
+            existing: dict[str, StoredEvent] = {}
+            for p in batch:
+                if p.id is not None and p.id in self._ids:
+                    existing[p.id] = self._lookup(p.id)
+            retried = resolve_retry(batch, existing)
+            if retried is not None:
+                return retried
+            if expected_seq is not None and expected_seq != t.head:
+                raise Conflict(session, timeline, expected_seq, t.head)
+            check_pairing(batch, lambda cid: self._known_call(session, timeline, cid))
+            now = self._clock()
+            stored = [
+                StoredEvent(t.head + i + 1, p.id or self._new_id(), p.at or now, p.event)
+                for i, p in enumerate(batch)
+            ]
+            for ev in stored:
+                t.own.append(ev)
+                self._ids[ev.id] = (session, timeline, ev.seq)
+                for cid in call_ids(ev.event):
+                    t.calls.setdefault(cid, ev.seq)
+            return stored
+
+    def _lookup(self, event_id: str) -> StoredEvent:
+        session, timeline, seq = self._ids[event_id]
+        t = self._timeline(session, timeline)
+        return t.own[seq - t.base - 1]
+
+    def read(
+        self, session: str, timeline: str = MAIN, *, after_seq: int = 0, limit: int | None = None
+    ) -> list[StoredEvent]:
+        with self._lock:
+            out: list[StoredEvent] = []
+            for t, upto in self._chain(session, timeline):
+                lo = max(after_seq, t.base)
+                out.extend(t.own[lo - t.base : upto - t.base])
+            return out if limit is None else out[:limit]
+
+    def head(self, session: str, timeline: str = MAIN) -> int:
+        with self._lock:
+            return self._timeline(session, timeline).head
+
+    def search(
+        self, session: str, query: str, *, timeline: str = MAIN, limit: int = 10
+    ) -> list[SearchHit]:
+        parsed = parse_query(query)
+        check_limit(limit)
+        with self._lock:
+            visible = self.read(session, timeline)
+            docs: list[tuple[int, list[str], Counter[str]]] = []
+            for ev in visible:
+                cached = self._words.get(ev.id)
+                if cached is None:
+                    found = index_words(ev.event)
+                    cached = self._words[ev.id] = (found, Counter(found))
+                if cached[0]:
+                    docs.append((ev.seq, cached[0], cached[1]))
+        by_seq = {ev.seq: ev for ev in visible}
+        scored = bm25_scores(docs, parsed)
+        return to_hits(((by_seq[seq], score) for seq, score in scored), parsed, limit)
+
+    # token counts
+
+    def get_token_counts(self, event_ids: Sequence[str], tokenizer: str) -> dict[str, int]:
+        with self._lock:
+            return {
+                i: self._counts[(i, tokenizer)] for i in event_ids if (i, tokenizer) in self._counts
+            }
+
+    def put_token_counts(self, tokenizer: str, counts: dict[str, int]) -> None:
+        with self._lock:
+            for event_id, n in counts.items():
+                self._counts[(event_id, tokenizer)] = n
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,155 @@
+"""Schema migrations, recorded in a ``migrations`` table.
+
+Each migration runs once, inside the opening write transaction, and is recorded with
+its version, name and time; a database written by a newer ctxline (a version this
+build does not know) is refused rather than guessed at. A migration is SQL, or a
+Python step when it must read the record (version 2 builds the search index from
+the events already stored).
+
+Version 2, ``search``: ``search_docs`` maps a stable integer id to an event (session,
+timeline, seq) and ``search_fts`` is a contentless FTS5 table (``content=''``: the
+index only, the text stays in ``events``) over the normalized words of
+:mod:`ctxline.record.store.textsearch`, with FTS5's ``ascii`` tokenizer, so FTS5 splits
+exactly where ctxline did. Appends index their events in the same transaction.
+
+    with conn:  # inside BEGIN IMMEDIATE
+        apply_sqlite_migrations(conn, utc_now)
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable, Sequence
+
+from ctxline.errors import IntegrityError
+from ctxline.record.events import event_from_json, format_at
+from ctxline.record.store.base import Clock
+from ctxline.record.store.textsearch import index_words
+
+__all__ = ["SQLITE_MIGRATIONS", "apply_sqlite_migrations", "index_events"]
+
+Step = str | Callable[[sqlite3.Connection], None]
+
+
+def index_events(conn: sqlite3.Connection, rows: Sequence[tuple[str, str, int, list[str]]]) -> int:
+    """Add (session, timeline, seq, words) to the search index; rows without words are skipped."""
+    rows = [r for r in rows if r[3]]
+    if not rows:
+        return 0
+    (top,) = conn.execute("SELECT coalesce(max(id), 0) FROM search_docs").fetchone()
+    conn.executemany(
+        "INSERT INTO search_docs(id, session, timeline, seq) VALUES (?, ?, ?, ?)",
+        [(top + i + 1, r[0], r[1], r[2]) for i, r in enumerate(rows)],
+    )
+    conn.executemany(
+        "INSERT INTO search_fts(rowid, text) VALUES (?, ?)",
+        [(top + i + 1, " ".join(r[3])) for i, r in enumerate(rows)],
+    )
+    return len(rows)
+
+
+def _search_index(conn: sqlite3.Connection) -> None:
+    conn.execute(
+        "CREATE TABLE search_docs (id INTEGER PRIMARY KEY, session TEXT NOT NULL,"
+        " timeline TEXT NOT NULL, seq INTEGER NOT NULL, UNIQUE (session, timeline, seq))"
+    )
+    conn.execute("CREATE VIRTUAL TABLE search_fts USING fts5(text, content='', tokenize='ascii')")
+    after = 0
+    while True:  # back-fill from the events already stored, in rowid order
+        chunk = conn.execute(
+            "SELECT rowid, session, timeline, seq, body FROM events WHERE rowid > ?"
+            " ORDER BY rowid LIMIT 500",
+            (after,),
+        ).fetchall()
+        if not chunk:
+            return
+        index_events(
+            conn,
+            [(r[1], r[2], r[3], index_words(event_from_json(json.loads(r[4])))) for r in chunk],
+        )
+        after = chunk[-1][0]
+
+
+SQLITE_MIGRATIONS: tuple[tuple[int, str, Step], ...] = (
+    (
+        1,
+        "record",
+        """
+        CREATE TABLE sessions (
+            id TEXT PRIMARY KEY,
+            created_at TEXT NOT NULL,
+            meta TEXT NOT NULL
+        );
+        CREATE TABLE timelines (
+            session TEXT NOT NULL REFERENCES sessions(id),
+            name TEXT NOT NULL,
+            parent TEXT,
+            fork_seq INTEGER,
+            head INTEGER NOT NULL,
+            created_at TEXT NOT NULL,
+            PRIMARY KEY (session, name)
+        );
+        CREATE TABLE events (
+            session TEXT NOT NULL,
+            timeline TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            id TEXT NOT NULL UNIQUE,
+            at TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            body TEXT NOT NULL,
+            PRIMARY KEY (session, timeline, seq),
+            FOREIGN KEY (session, timeline) REFERENCES timelines(session, name)
+        );
+        CREATE TABLE tool_calls (
+            session TEXT NOT NULL,
+            timeline TEXT NOT NULL,
+            call_id TEXT NOT NULL,
+            seq INTEGER NOT NULL
+        );
+        CREATE INDEX tool_calls_by_id ON tool_calls(session, timeline, call_id, seq);
+        CREATE TABLE token_counts (
+            event_id TEXT NOT NULL,
+            tokenizer TEXT NOT NULL,
+            count INTEGER NOT NULL,
+            PRIMARY KEY (event_id, tokenizer)
+        );
+        CREATE TABLE blobs (
+            ref TEXT PRIMARY KEY,
+            size INTEGER NOT NULL,
+            data BLOB NOT NULL
+        );
+        """,
+    ),
+    (2, "search", _search_index),
+)
+
+
+def apply_sqlite_migrations(conn: sqlite3.Connection, clock: Clock) -> list[int]:
+    """Apply pending migrations inside the caller's transaction; returns those applied."""
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL,"
+        " applied_at TEXT NOT NULL)"
+    )
+    done = {row[0] for row in conn.execute("SELECT version FROM migrations")}
+    known = {version for version, _, _ in SQLITE_MIGRATIONS}
+    if done - known:
+        raise IntegrityError(
+            f"the database has schema versions {sorted(done - known)} from a newer ctxline; upgrade ctxline"
+        )
+    applied = []
+    for version, name, sql in SQLITE_MIGRATIONS:
+        if version in done:
+            continue
+        if callable(sql):
+            sql(conn)
+        else:
+            for statement in sql.split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+        conn.execute(
+            "INSERT INTO migrations(version, name, applied_at) VALUES (?, ?, ?)",
+            (version, name, format_at(clock())),
+        )
+        applied.append(version)
+    return applied

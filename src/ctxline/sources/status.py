@@ -1,0 +1,454 @@
+"""The status bar ``<ctx-status>`` (seed 001): plan, counts, warnings, environment, time.
+
+Why: on long trajectories agents lose their plan, retry the same failing call and cannot
+tell where they are. The status bar restates all of that at the end of the request, as
+the last user-role message (the tail), where it costs no cache and gets attention.
+Models believe a status bar without recounting, so every value is computed by code
+from the record — never from text: tool calls are counted from
+``AssistantMessage.tool_calls``, failures from ``ToolResult.is_error``, the plan from
+``todo`` events. A forged ``<ctx-status>`` inside a tool result changes nothing (and
+is escaped where tool output is rendered); every string from the model or the app is
+escaped here too.
+
+Sections (empty ones are left out):
+
+- ``todo``: id, content, status, created/updated times (see :mod:`ctxline.sources.todo`);
+- ``tool calls``: per tool name ``read_file invoked 3 times, 1 failed``, with an optional
+  limit ``phone_call invoked 3 times (3/3 max, limit reached)``;
+- ``warnings``: the last ``fail_threshold`` tool calls were the same call (same tool,
+  same canonical arguments) and all failed; the last ``repeat_threshold`` tool calls were
+  the same call. "In a row" means consecutive tool calls in record order; a warning
+  lasts while the run does (defaults follow OpenHands' stuck detector: 3 and 4);
+- ``environment``: cwd, OS, shell, Python (given by the app, or :func:`detect_environment`);
+  the cwd follows ``cd``/``pushd``/``popd`` in shell tools' ``command`` argument;
+- ``time``: a :class:`~ctxline.sources.timectx.TimeReading`.
+
+:class:`StatusFold` is fed each event once (O(new events) per step) and renders from its
+running state; :func:`status_block` is the pure wrapper.
+
+    >>> fold = StatusFold(StatusConfig(limits={"phone_call": 3}))
+    >>> print(fold.update(events).render())          # doctest: +SKIP
+    <ctx-status>
+    tool calls:
+    - phone_call invoked 3 times (3/3 max, limit reached)
+    </ctx-status>
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import posixpath
+import re
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal
+
+from ctxline.errors import ValidationError
+from ctxline.record.events import (
+    AssistantMessage,
+    JsonValue,
+    StoredEvent,
+    ToolCall,
+    ToolResult,
+    canonical_json,
+)
+from ctxline.sources.guide import MessageKind
+from ctxline.sources.timectx import TimeConfig, TimeReading, TurnFold, reading_from_fold, zone_info
+from ctxline.sources.todo import TodoFold
+from ctxline.tags import element, escape
+
+__all__ = [
+    "STATUS_KIND",
+    "Environment",
+    "StatusConfig",
+    "StatusFold",
+    "StatusWarning",
+    "call_key",
+    "detect_environment",
+    "follow_cd",
+    "status_block",
+    "status_json",
+]
+
+STATUS_KIND = MessageKind(
+    "ctx-status",
+    "the status bar: your TODO list, tool-call counts and limits, warnings about repeated or "
+    "failing calls, the environment and the time",
+    "The runtime computes it from the record, never from text; it is the current state, and "
+    "any earlier <ctx-status> in the history is superseded by the latest one.",
+    owner="status",
+)
+
+SHELL_TOOLS = ("bash", "shell", "execute_bash", "run_shell_command", "terminal")
+_ARGS_SHOWN = 160
+
+
+@dataclass(frozen=True, slots=True)
+class Environment:
+    """What the status shows about the machine; None fields are left out."""
+
+    cwd: str | None = None
+    os: str | None = None
+    shell: str | None = None
+    python: str | None = None
+
+
+def detect_environment() -> Environment:
+    """This process's cwd, OS, shell and Python version (call it once, at session start)."""
+    shell = os.environ.get("SHELL") or os.environ.get("COMSPEC")
+    return Environment(
+        cwd=os.getcwd(),
+        os=f"{platform.system()} {platform.release()}".strip() or None,
+        shell=shell or None,
+        python=platform.python_version(),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class StatusConfig:
+    limits: Mapping[str, int] = field(default_factory=dict)
+    """Per-tool call limits shown as ``(n/limit max)``."""
+    fail_threshold: int = 3
+    """Warn when the last N tool calls were the same call and all failed (0: off)."""
+    repeat_threshold: int = 4
+    """Warn when the last N tool calls were the same call (0: off)."""
+    environment: Environment | None = None
+    shell_tools: tuple[str, ...] = SHELL_TOOLS
+    """Tools whose ``command`` argument is followed for ``cd`` (empty: no tracking, e.g.
+    for agents like mini-swe-agent that run every command in a fresh shell)."""
+    time: TimeConfig | None = None
+    """Zone of the TODO timestamps, and a time section when no reading is passed."""
+
+    def __post_init__(self) -> None:
+        for name in ("fail_threshold", "repeat_threshold"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValidationError(f"expected an integer >= 0, got {value!r}", field=name)
+        for tool, limit in self.limits.items():
+            if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+                raise ValidationError(
+                    f"a limit must be an integer >= 1, got {limit!r}", field=f"limits.{tool}"
+                )
+
+    @property
+    def zone(self) -> str:
+        return self.time.zone if self.time is not None else "UTC"
+
+
+@dataclass(frozen=True, slots=True)
+class StatusWarning:
+    kind: Literal["failing", "repeat"]
+    tool: str
+    arguments: str
+    """Canonical JSON of the call's arguments."""
+    count: int
+
+    def line(self) -> str:
+        call = f"{self.tool} {_clip(self.arguments)}"
+        if self.kind == "failing":
+            return (
+                f"the same call failed {self.count} times in a row: {call}. Read the error and "
+                "change the arguments or the approach instead of retrying it."
+            )
+        return (
+            f"the same call was made {self.count} times in a row: {call}. Repeating it will not "
+            "give a different result; try something else."
+        )
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= _ARGS_SHOWN else text[: _ARGS_SHOWN - 1] + "…"
+
+
+def call_key(call: ToolCall) -> tuple[str, str]:
+    """(tool name, canonical arguments): two calls are "the same call" when these match."""
+    try:
+        args = canonical_json(call.arguments).decode()
+    except (TypeError, ValueError):
+        args = repr(call.arguments)
+    return call.name, args
+
+
+# --- cwd tracking ------------------------------------------------------------------
+
+_PUNCT = "();<>|&\n"
+_HEREDOC = re.compile(r"(?<!<)<<(?!<)-?\s*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\1")
+_LEADING = frozenset({"then", "do", "else", "{", "!", "time"})
+_UNSAFE = re.compile(r"[$`*?\[]|^~[^/]")
+
+
+def _drop_heredocs(command: str) -> str:
+    out: list[str] = []
+    delimiter: str | None = None
+    for line in command.replace("\\\n", " ").split("\n"):
+        if delimiter is not None:
+            if line.strip() == delimiter:
+                delimiter = None
+            continue
+        match = _HEREDOC.search(line)
+        if match:
+            delimiter = match.group(2)
+        out.append(line)
+    return "\n".join(out)
+
+
+def _commands(command: str) -> list[list[str]]:
+    """The simple commands whose ``cd`` would change the shell's directory, in order."""
+    lexer = shlex.shlex(_drop_heredocs(command), posix=True, punctuation_chars=_PUNCT)
+    lexer.whitespace = " \t\r"
+    lexer.whitespace_split = True
+    try:
+        tokens = list(lexer)
+    except ValueError:  # unbalanced quotes: give up on this command
+        return []
+    found: list[list[str]] = []
+    words: list[str] = []
+    depth, after_pipe, skip_next = 0, False, False
+    for tok in tokens:
+        if tok and all(ch in _PUNCT for ch in tok):
+            if "<" in tok or ">" in tok:  # a redirection: drop it and its target
+                skip_next = True
+                continue
+            piped = "|" in tok.replace("||", "")
+            background = "&" in tok.replace("&&", "")
+            if words and depth == 0 and not after_pipe and not piped and not background:
+                found.append(words)
+            words = []
+            depth = max(0, depth + tok.count("(") - tok.count(")"))
+            after_pipe = piped
+            continue
+        if skip_next:
+            skip_next = False
+            continue
+        if not words and tok in _LEADING:
+            continue
+        words.append(tok)
+    if words and depth == 0 and not after_pipe:
+        found.append(words)
+    return found
+
+
+def _target(cwd: str | None, path: str) -> str | None:
+    if not path or _UNSAFE.search(path):
+        return None
+    if path.startswith(("/", "~")):
+        return posixpath.normpath(path)
+    if cwd is None:
+        return None
+    return posixpath.normpath(posixpath.join(cwd, path))
+
+
+def follow_cd(cwd: str | None, command: str, stack: list[str | None] | None = None) -> str | None:
+    """The working directory after ``command`` ran in a persistent shell at ``cwd``.
+
+    Follows top-level ``cd``, ``pushd`` and ``popd`` (``cd X && …``, ``cd X; …``, relative
+    paths, ``..``, ``~``); ignores them in subshells, pipelines and background jobs, and
+    ignores ``cd -``. A target with ``$``, backquotes or globs makes the cwd unknown (None).
+    Commands are assumed to succeed. ``stack`` is the ``pushd`` stack, updated in place.
+    """
+    stack = stack if stack is not None else []
+    for words in _commands(command):
+        name, args = words[0], [w for w in words[1:] if not w.startswith("-") or w == "-"]
+        if "--" in words[1:]:
+            args = words[words.index("--") + 1 :]
+        if name == "cd":
+            if not args:
+                cwd = "~"
+            elif args[0] != "-":
+                cwd = _target(cwd, args[0])
+        elif name == "pushd" and args and args[0] != "-":
+            stack.append(cwd)
+            cwd = _target(cwd, args[0])
+        elif name == "popd":
+            cwd = stack.pop() if stack else None
+    return cwd
+
+
+# --- the fold ----------------------------------------------------------------------
+
+
+class _Call:
+    __slots__ = ("failed", "key")
+
+    def __init__(self, key: tuple[str, str]) -> None:
+        self.key = key
+        self.failed = False
+
+
+class StatusFold:
+    """Running status state over one timeline; :meth:`update` feeds only new events.
+
+    ``update(events)`` must get the timeline's events in seq order; when they are not a
+    continuation of what was fed (another timeline, a fork), the fold starts over.
+    """
+
+    def __init__(self, config: StatusConfig | None = None) -> None:
+        self.config = config or StatusConfig()
+        self._reset()
+
+    def _reset(self) -> None:
+        env = self.config.environment
+        self.fed = 0
+        self.last_id = ""
+        self.counts: dict[str, int] = {}
+        self.failures: dict[str, int] = {}
+        self.cwd: str | None = env.cwd if env is not None else None
+        self.cwd_moved = False
+        self._dirs: list[str | None] = []
+        self._open: dict[str, _Call] = {}
+        self._run: list[_Call] = []
+        self.todo = TodoFold()
+        self.turn = TurnFold()
+
+    def feed(self, stored: StoredEvent) -> None:
+        event = stored.event
+        if isinstance(event, AssistantMessage):
+            for call in event.tool_calls:
+                self._call(call)
+        elif isinstance(event, ToolResult):
+            entry = self._open.pop(event.call_id, None)
+            if entry is not None and event.is_error:
+                entry.failed = True
+                self.failures[entry.key[0]] = self.failures.get(entry.key[0], 0) + 1
+        self.todo.feed(stored)
+        self.turn.feed(stored)
+        self.fed += 1
+        self.last_id = stored.id
+
+    def _call(self, call: ToolCall) -> None:
+        key = call_key(call)
+        self.counts[call.name] = self.counts.get(call.name, 0) + 1
+        entry = _Call(key)
+        self._open[call.id] = entry  # a reused id: the result answers the latest call
+        if self._run and self._run[-1].key == key:
+            self._run.append(entry)
+        else:
+            self._run = [entry]
+        if call.name in self.config.shell_tools and isinstance(call.arguments, dict):
+            command = call.arguments.get("command")
+            if isinstance(command, str) and (
+                "cd" in command or "pushd" in command or "popd" in command
+            ):
+                new = follow_cd(self.cwd, command, self._dirs)
+                self.cwd_moved = self.cwd_moved or new != self.cwd
+                self.cwd = new
+
+    def update(self, events: Sequence[StoredEvent]) -> StatusFold:
+        """Feed the events not fed yet (starting over if ``events`` is another timeline)."""
+        if self.fed and (len(events) < self.fed or events[self.fed - 1].id != self.last_id):
+            self._reset()
+        for stored in events[self.fed :]:
+            self.feed(stored)
+        return self
+
+    def warnings(self) -> list[StatusWarning]:
+        """The warnings that hold now, failing before repeat."""
+        out: list[StatusWarning] = []
+        if not self._run:
+            return out
+        name, args = self._run[-1].key
+        streak = 0
+        for entry in reversed(self._run):
+            if not entry.failed:
+                break
+            streak += 1
+        if self.config.fail_threshold and streak >= self.config.fail_threshold:
+            out.append(StatusWarning("failing", name, args, streak))
+        if self.config.repeat_threshold and len(self._run) >= self.config.repeat_threshold:
+            out.append(StatusWarning("repeat", name, args, len(self._run)))
+        return out
+
+    def render(
+        self,
+        now: datetime | None = None,
+        time_reading: TimeReading | None = None,
+    ) -> str:
+        """The ``<ctx-status>`` block. Without ``time_reading``, a fresh reading at ``now``
+        is shown when the config has a time section."""
+        zone = zone_info(self.config.zone)
+        sections: list[str] = []
+        todos = self.todo.items()
+        if todos:
+            lines = ["todo:"]
+            for t in todos:
+                created = t.created_at.astimezone(zone).isoformat(timespec="seconds")
+                times = f"created {created}"
+                if t.updated_at != t.created_at:
+                    times += (
+                        f", updated {t.updated_at.astimezone(zone).isoformat(timespec='seconds')}"
+                    )
+                lines.append(
+                    f"- [{escape(t.status)}] {escape(t.id)}: {escape(t.content)} ({times})"
+                )
+            sections.append("\n".join(lines))
+        calls = self._counter_lines()
+        if calls:
+            sections.append("\n".join(["tool calls:", *calls]))
+        warnings = self.warnings()
+        if warnings:
+            sections.append("\n".join(["warnings:", *(f"- {escape(w.line())}" for w in warnings)]))
+        env = self._environment_lines()
+        if env:
+            sections.append("\n".join(["environment:", *env]))
+        if time_reading is None and now is not None and self.config.time is not None:
+            time_reading = reading_from_fold(self.turn, now, self.config.time, None)
+        if time_reading is not None:
+            lines = [f"- {line}" for line in escape(time_reading.text).split("\n")]
+            sections.append("\n".join(["time:", *lines]))
+        body = "\n".join(sections) if sections else "nothing to report yet"
+        return element("ctx-status", f"\n{body}\n")
+
+    def _counter_lines(self) -> list[str]:
+        lines = []
+        names = list(self.counts)
+        names.extend(n for n in self.config.limits if n not in self.counts)
+        for name in names:
+            n = self.counts.get(name, 0)
+            text = f"- {escape(name)} invoked {n} time{'' if n == 1 else 's'}"
+            failed = self.failures.get(name, 0)
+            if failed:
+                text += f", {failed} failed"
+            limit = self.config.limits.get(name)
+            if limit is not None:
+                text += f" ({n}/{limit} max{', limit reached' if n >= limit else ''})"
+            lines.append(text)
+        return lines
+
+    def _environment_lines(self) -> list[str]:
+        env = self.config.environment or Environment()
+        cwd = self.cwd
+        if cwd is None and self.cwd_moved:
+            cwd = "unknown (changed by a command that could not be followed)"
+        values = (("cwd", cwd), ("os", env.os), ("shell", env.shell), ("python", env.python))
+        return [f"- {label}: {escape(value)}" for label, value in values if value]
+
+
+def status_block(
+    events: Sequence[StoredEvent],
+    now: datetime | None,
+    config: StatusConfig | None = None,
+    time_reading: TimeReading | None = None,
+) -> str:
+    """The ``<ctx-status>`` block for a request over ``events`` (pure; O(len(events))).
+
+    For per-step use keep a :class:`StatusFold` per timeline and call ``update`` then
+    ``render``: the same output at O(new events).
+    """
+    return StatusFold(config).update(events).render(now, time_reading)
+
+
+def status_json(fold: StatusFold) -> dict[str, JsonValue]:
+    """The fold's figures as JSON, for the preparation report."""
+    return {
+        "tool_calls": dict(fold.counts),
+        "failures": dict(fold.failures),
+        "warnings": [
+            {"kind": w.kind, "tool": w.tool, "arguments": w.arguments, "count": w.count}
+            for w in fold.warnings()
+        ],
+        "cwd": fold.cwd,
+        "todo": [{"id": t.id, "status": t.status} for t in fold.todo.items()],
+    }

@@ -1,0 +1,134 @@
+"""Options and step inputs of ``prepare``: everything besides the record that shapes a request.
+
+Both are logged in each request header (``to_json``), so a request can be rebuilt from
+the record and its header alone.
+
+    options = PrepareOptions(provider="anthropic", context_window=200_000, max_output=32_000)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from typing import Literal
+
+from ctxline.errors import ValidationError
+from ctxline.record.events import (
+    JsonValue,
+    format_at,
+    parse_at,
+)
+from ctxline.sources.timectx import zone_info
+
+__all__ = ["PrepareOptions", "Provider", "StepInputs"]
+
+Provider = Literal["openai", "anthropic"]
+
+
+@dataclass(frozen=True, slots=True)
+class PrepareOptions:
+    provider: Provider = "openai"
+    model: str = "gpt-4.1"
+    context_window: int = 128_000
+    max_output: int = 4_096
+    tokenizer: str = "o200k_base"
+    pressure: float = 0.8
+    target: float = 0.6
+    cache: bool = True
+    """Anthropic: put cache_control breakpoints at the end of the prefix and of history."""
+    offload_tokens: int | None = None
+    """A tool result over this many tokens shows as a preview and a handle (0: never;
+    None: 1,000, or a quarter of the input limit if that is less). Peers keep outputs of
+    5–10k characters (Letta, Pydantic AI Harness); 1,000 tokens is about 4k characters."""
+    compact_target: float = 0.3
+    """Compaction, the last rung, reduces to this share of the input limit: it breaks the
+    cache and summarizes, so when it has to run it buys a longer quiet period."""
+    timestamps: str | None = None
+    """An IANA zone: prefix user messages and tool results with ``[YYYY-MM-DD HH:MM:SS]``
+    of their append time in that zone (seed 001's side-channel stamps). None: off."""
+    min_compaction_saving: float = 0.05
+    """A compaction must save at least this share of the request, or it stops with
+    :class:`~ctxline.errors.CompactionError` and writes nothing (peers have been seen to
+    compact 29 times for 0.4 %)."""
+    keep_groups: int = 2
+    """The most recent assistant groups, whose results are never trimmed."""
+    summary_tokens: int = 2_000
+    """The most a compaction summary may take."""
+
+    def __post_init__(self) -> None:
+        if self.provider not in ("openai", "anthropic"):
+            raise ValidationError(
+                f"unknown provider {self.provider!r} (openai, anthropic)", field="provider"
+            )
+        if (
+            self.context_window <= 0
+            or self.max_output < 0
+            or self.max_output >= self.context_window
+        ):
+            raise ValidationError(
+                f"need 0 <= max_output < context_window, got {self.max_output} and {self.context_window}",
+                field="max_output",
+            )
+        if not 0 < self.target <= self.pressure <= 1:
+            raise ValidationError("need 0 < target <= pressure <= 1", field="pressure")
+        if self.timestamps is not None:
+            zone_info(self.timestamps)
+        if not 0 < self.compact_target <= self.target:
+            raise ValidationError("need 0 < compact_target <= target", field="compact_target")
+
+    @property
+    def input_limit(self) -> int:
+        return self.context_window - self.max_output
+
+    @property
+    def offload_limit(self) -> int:
+        if self.offload_tokens is not None:
+            return self.offload_tokens
+        return min(1_000, self.input_limit // 4)
+
+    def to_json(self) -> dict[str, JsonValue]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, JsonValue]) -> PrepareOptions:
+        known = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+@dataclass(frozen=True, slots=True)
+class StepInputs:
+    """What a step adds besides the record, all logged in the request header.
+
+    ``tail`` are rendered blocks placed as the last user-role message (status bar,
+    dynamic context); ``system_suffix`` is appended to the system prompt (the time
+    context in the system placement of seed 004); ``meta`` is logged, not rendered
+    (the time reading, the status strategy decision, …).
+    """
+
+    now: datetime | None = None
+    tail: tuple[str, ...] = ()
+    system_suffix: str = ""
+    meta: Mapping[str, JsonValue] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, JsonValue]:
+        out: dict[str, JsonValue] = {
+            "now": None if self.now is None else format_at(self.now),
+            "tail": list(self.tail),
+        }
+        if self.system_suffix:
+            out["system_suffix"] = self.system_suffix
+        if self.meta:
+            out["meta"] = dict(self.meta)
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, JsonValue]) -> StepInputs:
+        now, tail = data.get("now"), data.get("tail") or []
+        meta = data.get("meta")
+        return cls(
+            now=None if now is None else parse_at(now, where="inputs.now"),
+            tail=tuple(str(t) for t in tail) if isinstance(tail, list) else (),
+            system_suffix=str(data.get("system_suffix") or ""),
+            meta=meta if isinstance(meta, dict) else {},
+        )
