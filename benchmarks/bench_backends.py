@@ -44,7 +44,7 @@ from ctxline.errors import TokenizerUnavailable
 from ctxline.record.events import AssistantMessage, Event, ToolCall, ToolResult, UserMessage
 from ctxline.record.store import open_store
 from ctxline.tokens.counters import get_counter
-from ctxline.view.prepare import PrepareOptions
+from ctxline.view.options import PrepareOptions
 
 HERE = Path(__file__).resolve()
 REPO = HERE.parents[1]

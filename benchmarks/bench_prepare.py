@@ -32,7 +32,7 @@ from ctxline.record.events import (
 )
 from ctxline.record.store import MemoryStore
 from ctxline.tokens.counters import get_counter
-from ctxline.view.prepare import PrepareOptions
+from ctxline.view.options import PrepareOptions
 
 REPO = Path(__file__).resolve().parents[1]
 

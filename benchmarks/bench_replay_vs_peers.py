@@ -23,7 +23,7 @@ from ctxline.importers import load_tree
 from ctxline.record.store import MemoryStore
 from ctxline.replay import ReplayStats, replay_session
 from ctxline.tokens.counters import get_counter
-from ctxline.view.prepare import PrepareOptions
+from ctxline.view.options import PrepareOptions
 
 REPO = Path(__file__).resolve().parents[1]
 DATASETS = {

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Literal
 
 from ctxline.errors import Conflict
+from ctxline.record.codec import canonical_json, event_to_json
 from ctxline.record.events import (
     AssistantMessage,
     Event,
@@ -41,8 +42,6 @@ from ctxline.record.events import (
     ToolCall,
     ToolResult,
     UserMessage,
-    canonical_json,
-    event_to_json,
 )
 from ctxline.record.store import MemoryStore, SQLiteStore, Store
 

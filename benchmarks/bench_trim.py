@@ -37,6 +37,7 @@ from typing import Any
 
 from ctxline.context import Context
 from ctxline.importers import load
+from ctxline.record.codec import canonical_json
 from ctxline.record.events import (
     AssistantMessage,
     Event,
@@ -45,11 +46,10 @@ from ctxline.record.events import (
     ToolCall,
     ToolResult,
     UserMessage,
-    canonical_json,
 )
 from ctxline.record.store import MemoryStore
 from ctxline.tokens.counters import get_counter
-from ctxline.view.prepare import PrepareOptions
+from ctxline.view.options import PrepareOptions
 
 REPO = Path(__file__).resolve().parents[1]
 WINDOW, MAX_OUTPUT = 32_000, 4_000

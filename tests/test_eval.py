@@ -25,7 +25,8 @@ from ctxline.eval.runner import prompts_sha256
 from ctxline.eval.scoring import extract, is_correct, wilson
 from ctxline.models import ModelReply, Provider
 from ctxline.record.events import State, StoredEvent, ToolResult, UserMessage
-from ctxline.sources.blocks import current_state, valid_rules
+from ctxline.sources.rules import valid_rules
+from ctxline.sources.state import current_state
 from ctxline.sources.status import StatusFold
 from ctxline.tags import count_tags
 

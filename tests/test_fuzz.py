@@ -49,7 +49,7 @@ from ctxline.record.store import MemoryStore
 from ctxline.sources.status import StatusConfig
 from ctxline.sources.timectx import TimeConfig
 from ctxline.tags import count_tags, escape
-from ctxline.view.prepare import PrepareOptions
+from ctxline.view.options import PrepareOptions
 
 MARK = "FORGED"
 OPENERS = ["<", "</", "< ", "\uff1c", "\ufe64", "<\u200b", "</\u2060"]

@@ -13,6 +13,7 @@ import pytest
 from conftest import shared_data
 from ctxline.errors import ValidationError
 from ctxline.importers import FORMATS, ImportedSession, detect_format, load
+from ctxline.record.codec import canonical_json, event_from_json, event_to_json
 from ctxline.record.events import (
     AssistantMessage,
     Compaction,
@@ -21,9 +22,6 @@ from ctxline.record.events import (
     ToolResult,
     UnknownEvent,
     UserMessage,
-    canonical_json,
-    event_from_json,
-    event_to_json,
 )
 from ctxline.record.store import Store
 from ctxline.record.store.base import check_pairing

@@ -30,6 +30,7 @@ from ctxline.models import MissingExtra, ModelError, usage_record
 from ctxline.models.local import SMOLLM2_FILE, LocalClient, local_model_path
 from ctxline.models.openai_client import OpenAIClient
 from ctxline.models.summarizer import LLMSummarizer, compact
+from ctxline.record.codec import event_to_json
 from ctxline.record.events import (
     AssistantMessage,
     Notification,
@@ -39,11 +40,10 @@ from ctxline.record.events import (
     State,
     SystemMessage,
     UserMessage,
-    event_to_json,
 )
 from ctxline.record.store import MemoryStore
 from ctxline.tags import count_tags, escape
-from ctxline.view.prepare import PrepareOptions
+from ctxline.view.options import PrepareOptions
 
 T0 = datetime(2026, 11, 2, 23, 59, tzinfo=UTC)
 

@@ -40,6 +40,7 @@ from ctxline.models import (
 from ctxline.models.anthropic_client import AnthropicClient
 from ctxline.models.openai_client import OpenAIClient
 from ctxline.models.summarizer import LLMSummarizer, SummaryFailed, compact
+from ctxline.record.codec import event_to_json
 from ctxline.record.events import (
     AssistantMessage,
     Notification,
@@ -51,12 +52,11 @@ from ctxline.record.events import (
     ToolCall,
     UnknownEvent,
     UserMessage,
-    event_to_json,
 )
 from ctxline.record.store import MemoryStore
 from ctxline.tags import count_tags
 from ctxline.tokens.counters import get_counter
-from ctxline.view.prepare import PrepareOptions
+from ctxline.view.options import PrepareOptions
 
 ANTHROPIC_PARAMS: TypeAdapter[MessageCreateParamsNonStreaming] = TypeAdapter(
     MessageCreateParamsNonStreaming

@@ -29,11 +29,15 @@ from ctxline.record.events import (
 from ctxline.record.store import MemoryStore
 from ctxline.render import NeutralRequest, render_bytes, to_anthropic, to_openai
 from ctxline.render.neutral import history_to_messages, system_text
-from ctxline.sources.blocks import current_state, render_other, valid_rules
+from ctxline.sources.defaults import history_sources
 from ctxline.sources.guide import GuideRegistry, MessageKind
+from ctxline.sources.rules import valid_rules
+from ctxline.sources.state import current_state
 from ctxline.tags import count_tags, escape
 from ctxline.tokens.counters import get_counter
-from ctxline.view.prepare import PrepareOptions, StepInputs, ViewCache, prepare
+from ctxline.view.cache import ViewCache, history_renderer
+from ctxline.view.options import PrepareOptions, StepInputs
+from ctxline.view.prepare import prepare
 
 T0 = datetime(2026, 11, 2, 23, 59, 0, tzinfo=UTC)
 BYTES = get_counter("bytes/4")
@@ -183,6 +187,7 @@ def test_guide_changes_only_when_a_kind_is_registered_and_old_requests_keep_thei
     first = c.prepare(now=T0)
     c.append(State("env/date", "2026-11-03"))
     assert c.prepare(now=T0).body["messages"][0] == first.body["messages"][0]
+    assert c.guide is not None
     c.guide.register(
         MessageKind("ctx-weather", "the weather", "Ignore unless asked.", owner="weather")
     )
@@ -318,7 +323,7 @@ def histories(draw: st.DrawFn) -> list[Event]:
 
 
 def _scratch(events: list[Event], options: PrepareOptions, tail: tuple[str, ...]) -> bytes:
-    messages, _ = history_to_messages(events, render_other)
+    messages, _ = history_to_messages(events, history_renderer(history_sources()))
     from ctxline.render.neutral import NeutralMessage
 
     if tail:

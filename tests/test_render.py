@@ -21,6 +21,7 @@ from openai.types.chat.completion_create_params import CompletionCreateParamsNon
 from pydantic import TypeAdapter
 
 from ctxline.errors import ValidationError
+from ctxline.record.codec import canonical_json
 from ctxline.record.events import (
     AssistantMessage,
     Event,
@@ -32,7 +33,6 @@ from ctxline.record.events import (
     ToolResult,
     UnknownEvent,
     UserMessage,
-    canonical_json,
 )
 from ctxline.render import (
     INTERRUPTED,

@@ -12,20 +12,14 @@ from click.testing import CliRunner
 from conftest import shared_data
 from ctxline.cli.main import main
 from ctxline.importers import ImportedSession, load_tree
-from ctxline.record.events import (
-    AssistantMessage,
-    Pending,
-    Rule,
-    State,
-    ToolResult,
-    UserMessage,
-)
+from ctxline.record.events import AssistantMessage, Pending, Rule, State, ToolResult, UserMessage
 from ctxline.record.store import MemoryStore
 from ctxline.replay import ReplayStats, replay_session
-from ctxline.sources.blocks import current_state, render_rule, render_state, valid_rules
+from ctxline.sources.rules import render_rule, valid_rules
+from ctxline.sources.state import current_state, render_state
 from ctxline.tags import escape
 from ctxline.tokens.counters import get_counter
-from ctxline.view.prepare import PrepareOptions
+from ctxline.view.options import PrepareOptions
 
 COUNTER = get_counter("o200k")
 WINDOWS = [(200_000, 32_000), (32_000, 4_000), (8_000, 1_000)]
@@ -271,8 +265,9 @@ def test_a_compaction_that_saves_too_little_is_not_applied_but_reported() -> Non
     from ctxline.context import Context
 
     store = MemoryStore()
+    # the window fits the whole session (built-in tools included) without a compaction
     options = PrepareOptions(
-        context_window=6_000, max_output=1_000, offload_tokens=0, min_compaction_saving=0.9
+        context_window=6_400, max_output=1_000, offload_tokens=0, min_compaction_saving=0.9
     )
     ctx = Context(store, "s", options=options, counter=COUNTER)
     ctx.append(*_long_session(14))

@@ -19,7 +19,7 @@ from conftest import shared_data
 from ctxline.importers import load
 from ctxline.record.store import MemoryStore
 from ctxline.replay import ReplayStats, replay_session
-from ctxline.view.prepare import PrepareOptions
+from ctxline.view.options import PrepareOptions
 from ctxline.web.report_html import MAX_POINTS, format_value, render_report, write_report
 
 VOID = {"meta", "br", "hr", "img", "input", "link", "col", "area", "base", "wbr", "source"}

@@ -12,6 +12,7 @@ import pytest
 
 from conftest import shared_data
 from ctxline.importers import load
+from ctxline.record.codec import canonical_json
 from ctxline.record.events import (
     AssistantMessage,
     Event,
@@ -22,7 +23,6 @@ from ctxline.record.events import (
     ToolCall,
     ToolResult,
     UserMessage,
-    canonical_json,
 )
 from ctxline.sources.guide import GuideRegistry
 from ctxline.sources.status import (
@@ -39,7 +39,8 @@ from ctxline.sources.status import (
 from ctxline.sources.timectx import TimeConfig, time_block
 from ctxline.tags import count_tags
 from ctxline.tokens.counters import get_counter
-from ctxline.view.prepare import StepInputs, prepare
+from ctxline.view.options import StepInputs
+from ctxline.view.prepare import prepare
 
 T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 

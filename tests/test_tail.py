@@ -16,12 +16,13 @@ from ctxline.record.events import (
     UserMessage,
 )
 from ctxline.record.store import MemoryStore
-from ctxline.sources.status import StatusConfig
-from ctxline.sources.tail import NO_APP_STATE, DynamicItem
+from ctxline.sources.base import DynamicItem
+from ctxline.sources.dynamic import NO_APP_STATE
+from ctxline.sources.status import StatusConfig, snapshot_text
 from ctxline.sources.timectx import TimeConfig
 from ctxline.tags import count_tags
 from ctxline.tokens.counters import get_counter
-from ctxline.view.prepare import PrepareOptions
+from ctxline.view.options import PrepareOptions
 
 T0 = datetime(2026, 11, 2, 22, 0, 0, tzinfo=UTC)
 BYTES = get_counter("bytes/4")
@@ -78,7 +79,7 @@ def test_append_persists_each_status_into_history() -> None:
     assert second[: len(first)] == first  # the old status stays, so the prefix extends
     snapshots = [e.event for e in c.events if isinstance(e.event, StatusSnapshot)]
     assert len(snapshots) == 2
-    assert second[-1]["content"] == snapshots[-1].text
+    assert second[-1]["content"] == snapshot_text(snapshots[-1])
 
 
 def test_auto_decides_with_the_cost_model_and_logs_it() -> None:
@@ -167,7 +168,12 @@ def test_read_result_is_offered_and_pages_back_the_saved_output() -> None:
     big = "\n".join(f"line {i}: " + "word " * 20 for i in range(3000))
     c.append(UserMessage("run it"), AssistantMessage("", (Call("c1", "bash", {"command": "run"}),)), ToolResult("c1", big))
     prep = c.prepare(now=T0)
-    assert [t["function"]["name"] for t in prep.body["tools"]] == ["read_result", "search_history"]
+    assert [t["function"]["name"] for t in prep.body["tools"]] == [
+        "read_result",
+        "search_history",
+        "todo_write",
+        "todo_update",
+    ]
     shown = prep.body["messages"][-1]["content"]
     assert shown.startswith("[output shown as a preview")
     handle = re.search(r"sha256:[0-9a-f]{64}", shown)

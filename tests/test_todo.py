@@ -9,17 +9,8 @@ from typing import Any
 
 import pytest
 
-from ctxline.record.events import (
-    TODO_STATUSES,
-    JsonValue,
-    StoredEvent,
-    Todo,
-    TodoItem,
-    UserMessage,
-    canonical_json,
-    event_from_json,
-    event_to_json,
-)
+from ctxline.record.codec import canonical_json, event_from_json, event_to_json
+from ctxline.record.events import TODO_STATUSES, JsonValue, StoredEvent, Todo, TodoItem, UserMessage
 from ctxline.sources.todo import (
     TODO_TOOLS,
     TODO_UPDATE,
@@ -210,7 +201,7 @@ def test_fold_ignores_invalid_recorded_events() -> None:
     s = Session()
     s.call("todo_write", PLAN)
     s.append(Todo(op="update", item_id="99", status="completed"))
-    s.append(Todo(op="update", item_id="1", status="bogus"))
+    s.append(Todo(op="update", item_id="1", status="bogus"))  # type: ignore[arg-type]  # a bad recorded event
     s.append(Todo(op="write", items=(TodoItem("a", "x"), TodoItem("a", "y"))))
     s.append(UserMessage("not a todo"))
     assert [(t.id, t.status) for t in current_todos(s.events)] == [

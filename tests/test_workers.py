@@ -48,7 +48,7 @@ from ctxline.record.events import (
 )
 from ctxline.record.store import MAIN, open_store
 from ctxline.record.store.postgres import append_with_retry
-from ctxline.view.prepare import PrepareOptions
+from ctxline.view.options import PrepareOptions
 
 HERE = Path(__file__).resolve()
 WORKERS = 4

@@ -30,6 +30,7 @@ from ctxline.errors import (
 from ctxline.importers import FORMATS, ImportedSession, detect_format, load
 from ctxline.importers.ingest import ImportResult, import_sessions
 from ctxline.record.blobs import BlobStore
+from ctxline.record.codec import canonical_json, event_from_json, event_to_json
 from ctxline.record.events import (
     AssistantMessage,
     Compaction,
@@ -49,9 +50,6 @@ from ctxline.record.events import (
     Tools,
     UnknownEvent,
     UserMessage,
-    canonical_json,
-    event_from_json,
-    event_to_json,
 )
 from ctxline.record.store import (
     MemoryStore,
@@ -69,10 +67,14 @@ from ctxline.render import (
     to_anthropic,
     to_openai,
 )
-from ctxline.sources.blocks import BranchMark, current_state, valid_rules
+from ctxline.sources.branch import BranchMark
 from ctxline.sources.guide import GuideRegistry, MessageKind
+from ctxline.sources.rules import valid_rules
+from ctxline.sources.state import current_state
 from ctxline.tokens.counters import TokenCounter, get_counter
-from ctxline.view.prepare import Preparation, PrepareOptions, StepInputs, ViewCache, prepare
+from ctxline.view.cache import ViewCache
+from ctxline.view.options import PrepareOptions, StepInputs
+from ctxline.view.prepare import Preparation, prepare
 
 __version__ = "0.1.0"
 

@@ -30,9 +30,11 @@ from ctxline.record.events import AssistantMessage, Pending, UserMessage
 from ctxline.record.store import Store
 from ctxline.render.neutral import NeutralMessage
 from ctxline.sources.status import StatusConfig
+from ctxline.sources.statusbar import parse_status_mode
 from ctxline.tags import escape
 from ctxline.tokens.counters import TokenCounter
-from ctxline.view.prepare import Preparation, PrepareOptions
+from ctxline.view.options import PrepareOptions
+from ctxline.view.prepare import Preparation
 
 __all__ = ["REPLAY_EPOCH", "ReplayStats", "ReplayStep", "pairing_errors", "replay_session"]
 
@@ -102,7 +104,7 @@ def replay_session(
     """
     sid = session_id or session.id
     ctx = Context(
-        store, sid, options=options, counter=counter, status=status, status_mode=status_mode
+        store, sid, options=options, counter=counter, status=status, status_mode=parse_status_mode(status_mode)
     )
     task = next((p.event.text for p in session.events if isinstance(p.event, UserMessage)), None)
     task_view = None if task is None else escape(task)

@@ -33,8 +33,14 @@ from ctxline.errors import (
 )
 from ctxline.importers import FORMATS, load_tree
 from ctxline.importers.ingest import import_sessions
-from ctxline.record.events import (
+from ctxline.record.codec import (
     CANONICAL_VERSION,
+    canonical_json,
+    format_at,
+    pending_from_json,
+    stored_to_json,
+)
+from ctxline.record.events import (
     AssistantMessage,
     Compaction,
     Notification,
@@ -47,13 +53,10 @@ from ctxline.record.events import (
     ToolResult,
     UnknownEvent,
     UserMessage,
-    canonical_json,
-    format_at,
-    pending_from_json,
-    stored_to_json,
 )
 from ctxline.record.store import MAIN, Store, open_store
 from ctxline.record.store.base import check_pairing
+from ctxline.record.timeline import TimelineWriter
 
 __all__ = ["main"]
 
@@ -202,7 +205,8 @@ def append_cmd(
                     raise Conflict(session, timeline, expected_seq, 0)
                 check_pairing(batch, lambda _call: False)
                 store.create_session(session, exist_ok=True)
-            stored = store.append(session, batch, expected_seq=expected_seq, timeline=timeline)
+            writer = TimelineWriter(store, session, timeline)
+            stored = writer.append(batch, expected_seq=expected_seq)
         finally:
             store.close()
     if as_json:

@@ -33,7 +33,7 @@ from ctxline.record.events import (
     UserMessage,
 )
 from ctxline.record.store import open_store
-from ctxline.view.prepare import PrepareOptions
+from ctxline.view.options import PrepareOptions
 
 __all__ = ["chat_cmd", "eval_cmd"]
 

@@ -24,8 +24,10 @@ from ctxline.cli.common import (
 )
 from ctxline.context import Context
 from ctxline.errors import ValidationError
-from ctxline.record.events import RequestHeader, canonical_json, parse_at
+from ctxline.record.codec import canonical_json, parse_at
+from ctxline.record.events import RequestHeader
 from ctxline.record.store import MAIN, open_store
+from ctxline.sources.statusbar import parse_status_mode
 
 __all__ = ["prepare_cmd", "request_cmd", "requests_cmd"]
 
@@ -72,14 +74,14 @@ def prepare_cmd(
             options=options,
             create=False,
             status=status,
-            status_mode=status_mode,
+            status_mode=parse_status_mode(status_mode),
         )
         prep = ctx.prepare(now=now, log=not no_log)
         store.close()
     if as_json:
         out = sys.stdout.buffer
         out.write(
-            b'{"report":' + canonical_json(prep.report) + b',"request":' + prep.body_bytes + b"}\n"
+            b'{"report":' + canonical_json(prep.report.to_json()) + b',"request":' + prep.body_bytes + b"}\n"
         )
         out.flush()
         return

@@ -28,6 +28,7 @@ from ctxline.errors import ValidationError
 from ctxline.importers import FORMATS, load_tree
 from ctxline.record.store import Store, open_store
 from ctxline.replay import ReplayStats, model_calls, replay_session
+from ctxline.sources.statusbar import parse_status_mode
 from ctxline.tokens.counters import get_counter
 
 __all__ = ["replay_cmd"]
@@ -142,7 +143,7 @@ def replay_cmd(
                     session_id=sid,
                     keep_ids=False,
                     status=status,
-                    status_mode=status_mode,
+                    status_mode=parse_status_mode(status_mode),
                 ):
                     stats.add(step)
                     progress.advance(task)

@@ -32,6 +32,7 @@ from ctxline.record.events import (
     Event,
     Notification,
     Rule,
+    RuleOp,
     State,
     ToolCall,
     ToolResult,
@@ -226,7 +227,7 @@ def current_value(rng: random.Random, excerpt: Excerpt, index: int) -> Instance:
     return _finish("current_value", index, excerpt, steps, question, answer, "date")
 
 
-_RULE_SEQUENCES: tuple[tuple[tuple[str, int], ...], ...] = (
+_RULE_SEQUENCES: tuple[tuple[tuple[RuleOp, int], ...], ...] = (
     (("set", 0),),
     (("set", 0), ("replace", 1)),
     (("set", 0), ("replace", 1), ("revoke", -1)),

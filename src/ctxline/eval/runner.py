@@ -34,9 +34,10 @@ from ctxline.eval.trajectories import (
 )
 from ctxline.eval.views import VIEWS, render_views
 from ctxline.models.base import ModelClient, ModelError, Provider, estimator_summary, usage_record
-from ctxline.record.events import JsonValue, canonical_json
+from ctxline.record.codec import canonical_json
+from ctxline.record.events import JsonValue
 from ctxline.tokens.counters import TokenCounter, get_counter
-from ctxline.view.prepare import PrepareOptions
+from ctxline.view.options import PrepareOptions
 
 __all__ = ["EvalConfig", "EvalResult", "Prompt", "Record", "build_prompts", "run_eval"]
 

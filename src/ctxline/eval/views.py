@@ -41,8 +41,9 @@ from ctxline.record.store import MAIN, MemoryStore
 from ctxline.render.anthropic import to_anthropic
 from ctxline.render.neutral import HistoryBuilder, NeutralRequest
 from ctxline.render.openai import to_openai
-from ctxline.sources.blocks import current_state, valid_rules, value_text
 from ctxline.sources.guide import GuideRegistry
+from ctxline.sources.rules import valid_rules
+from ctxline.sources.state import current_state, value_text
 from ctxline.sources.status import STATUS_KIND, StatusConfig, StatusFold
 from ctxline.sources.timectx import (
     TIME_KIND,
@@ -53,7 +54,8 @@ from ctxline.sources.timectx import (
 )
 from ctxline.tokens.counters import TokenCounter
 from ctxline.view.compaction import COMPACTION_KINDS, extractive_summary
-from ctxline.view.prepare import FRAMING_TOKENS, PrepareOptions, message_text
+from ctxline.view.measure import FRAMING_TOKENS, message_text
+from ctxline.view.options import PrepareOptions
 
 __all__ = ["PERSONA", "VIEWS", "Rendered", "render_views"]
 
@@ -125,7 +127,9 @@ def ctxline_view(
         upto = inst.compact_after + 1  # +1: the persona is seq 1
         if question.seq <= upto:
             raise AssertionError("the compaction must leave the question out")
-        ctx.append(_compaction(ctx.events, upto, counter))
+        # ctxline itself writes the reduction here (it is ctxline's own kind)
+        ctx.writer.append([_compaction(ctx.events, upto, counter)], authority="ctxline")
+        ctx.refresh()
     tail: list[str] = []
     if "status" in inst.tail:
         tail.append(StatusFold(STATUS).update(ctx.events).render())

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ctxline.errors import ValidationError
+from ctxline.record.codec import canonical_json, parse_at
 from ctxline.record.events import (
     AssistantMessage,
     Compaction,
@@ -37,8 +38,6 @@ from ctxline.record.events import (
     ToolResult,
     UnknownEvent,
     UserMessage,
-    canonical_json,
-    parse_at,
 )
 from ctxline.text import clean_json, clean_text, decode_bytes
 

@@ -23,7 +23,8 @@ from typing import Any
 
 from ctxline.errors import ValidationError
 from ctxline.importers._common import ImportedSession, SessionBuilder, Source, opt_int, opt_str
-from ctxline.record.events import CANONICAL_VERSION, JsonValue, pending_from_json
+from ctxline.record.codec import CANONICAL_VERSION, pending_from_json
+from ctxline.record.events import JsonValue
 
 __all__ = ["HEADER_KIND", "load_events"]
 

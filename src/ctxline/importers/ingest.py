@@ -15,8 +15,10 @@ from dataclasses import dataclass
 
 from ctxline.errors import ValidationError
 from ctxline.importers import ImportedSession
-from ctxline.record.events import JsonValue, Pending, canonical_json, event_to_json
+from ctxline.record.codec import canonical_json, event_to_json
+from ctxline.record.events import JsonValue, Pending
 from ctxline.record.store import Store
+from ctxline.record.timeline import TimelineWriter
 
 __all__ = ["ImportResult", "import_sessions"]
 
@@ -47,6 +49,8 @@ def _session_meta(imported: ImportedSession) -> dict[str, JsonValue]:
 
 
 def import_sessions(store: Store, sessions: Iterable[ImportedSession]) -> list[ImportResult]:
+    """Append each imported session's new events through the timeline writer's rules
+    (long results saved as blobs first); a session that holds other events is refused."""
     results = []
     for imported in sessions:
         store.create_session(imported.id, meta=_session_meta(imported), exist_ok=True)
@@ -61,6 +65,9 @@ def import_sessions(store: Store, sessions: Iterable[ImportedSession]) -> list[I
                 )
         tail = list(new[len(existing) :])
         if tail:
-            store.append(imported.id, tail, expected_seq=len(existing))
+            # an export restores ctxline's own kinds too (their trust is issue 12's --trusted)
+            TimelineWriter(store, imported.id).append(
+                tail, expected_seq=len(existing), authority="ctxline"
+            )
         results.append(ImportResult(imported.id, len(existing) + len(tail), len(tail)))
     return results

@@ -19,10 +19,11 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, TypedDict, runtime_checkable
+from typing import Any, Protocol, TypedDict, runtime_checkable
 
 from ctxline.errors import CtxlineError
 from ctxline.record.events import JsonValue, ToolCall, UnknownEvent
+from ctxline.render.neutral import Provider
 from ctxline.view.prepare import Preparation
 
 __all__ = [
@@ -39,7 +40,6 @@ __all__ = [
     "usage_record",
 ]
 
-Provider = Literal["openai", "anthropic"]
 USAGE_KIND = "model.usage"
 """The kind of the event :func:`usage_event` makes (kept by every store, shown in no view)."""
 

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from ctxline.context import Context, branch_marks
+from ctxline.context import Context
 from ctxline.errors import CtxlineError
 from ctxline.models.base import ModelClient, ModelError
 from ctxline.record.events import Reduction, StoredEvent
@@ -31,8 +31,7 @@ from ctxline.render.neutral import NeutralMessage, NeutralRequest
 from ctxline.render.openai import to_openai
 from ctxline.tags import escape
 from ctxline.tokens.counters import TokenCounter
-from ctxline.view.compaction import COMPACTION_KINDS, extractive_summary, plan_compaction
-from ctxline.view.prepare import StepInputs, ViewCache, prepare, view_messages
+from ctxline.view.compaction import extractive_summary
 
 __all__ = ["SUMMARY_INSTRUCTIONS", "LLMSummarizer", "SummaryFailed", "compact"]
 
@@ -125,34 +124,4 @@ def compact(
     target share of the input limit). Returns None when there is no span to cut. On
     :class:`SummaryFailed` nothing is appended: the last valid summary stays in place.
     """
-    ctx.refresh()
-    cache = ViewCache()
-    prep = prepare(
-        ctx.events,
-        ctx.options,
-        StepInputs(now=now),
-        branches=branch_marks(ctx.store, ctx.session, ctx.timeline),
-        counter=ctx.counter,
-        cache=cache,
-    )
-    view = view_messages(cache, ctx.counter)
-    tokens = prep.report["tokens"]
-    assert isinstance(tokens, dict)
-    history = sum(vm.tokens for vm in view)
-    previous = cache.edits.compact
-    reduction = plan_compaction(
-        view,
-        ctx.events,
-        fixed_tokens=int(tokens["total"]) - history,
-        target=target if target is not None else int(ctx.options.input_limit * ctx.options.target),
-        counter=ctx.counter,
-        summary_tokens=ctx.options.summary_tokens,
-        previous_upto=previous.upto_seq if previous is not None else 0,
-        summarizer=summarizer,
-    )
-    if reduction is None:
-        return None
-    for kind in COMPACTION_KINDS:
-        ctx.guide.register(kind)
-    ctx.append(reduction)
-    return reduction
+    return ctx.compact(summarizer, now=now, target=target)

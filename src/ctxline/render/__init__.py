@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ctxline.record.events import canonical_json
+from ctxline.record.codec import canonical_json
 from ctxline.render.anthropic import to_anthropic
 from ctxline.render.neutral import (
     INTERRUPTED,

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ctxline.errors import ValidationError
-from ctxline.record.events import JsonValue, canonical_json
+from ctxline.record.codec import canonical_json
+from ctxline.record.events import JsonValue
 from ctxline.render import anthropic as anth
 from ctxline.render import openai as oai
 from ctxline.render.neutral import NeutralMessage, ToolSpec
@@ -237,6 +238,7 @@ class AnthropicAssembler:
         model: str,
         max_tokens: int,
         cache: bool = True,
+        extra: Mapping[str, JsonValue] | None = None,
     ) -> BodyParts:
         """The body.
 
@@ -291,6 +293,10 @@ class AnthropicAssembler:
             body["system"] = system_blocks
         if tools:
             body["tools"] = [anth._tool(spec) for spec in tools]
+        for name, value in (extra or {}).items():
+            if name in ("model", "max_tokens", "messages", "system", "tools"):
+                raise ValidationError("set by the renderer; it cannot come from extra", field=name)
+            body[clean_text(name)] = clean_json(value)
         if cache:
             prefix = body.get("system") or body.get("tools")
             if prefix:

@@ -54,6 +54,7 @@ __all__ = [
     "NeutralMessage",
     "NeutralRequest",
     "PairingReport",
+    "Provider",
     "Role",
     "ToolSpec",
     "check_pairing",
@@ -65,6 +66,7 @@ INTERRUPTED = "no result recorded: the call was interrupted"
 """Content of the error result given to a call that has no recorded result."""
 
 Role = Literal["user", "assistant", "tool"]
+Provider = Literal["openai", "anthropic"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,7 +30,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ctxline.errors import ValidationError
-from ctxline.record.events import JsonValue, ToolCall, canonical_json
+from ctxline.record.codec import canonical_json
+from ctxline.record.events import JsonValue, ToolCall
 from ctxline.render.neutral import NeutralMessage, NeutralRequest, ToolSpec, check_pairing
 from ctxline.text import clean_json, clean_text
 

@@ -21,7 +21,17 @@ import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-__all__ = ["CORE_KINDS", "GUIDE_HEADING", "GuideRegistry", "MessageKind", "guide_version"]
+__all__ = [
+    "BRANCH_KIND",
+    "CORE_KINDS",
+    "GUIDE_HEADING",
+    "NOTIFICATION_KIND",
+    "RULE_KIND",
+    "STATE_KIND",
+    "GuideRegistry",
+    "MessageKind",
+    "guide_version",
+]
 
 GUIDE_HEADING = "# How to read your input"
 
@@ -44,31 +54,30 @@ class MessageKind:
         return f"- <{self.tag}>: {self.meaning}. {self.rule}"
 
 
-CORE_KINDS: tuple[MessageKind, ...] = (
-    MessageKind(
-        "ctx-state",
-        'a value reported by a source (source="…")',
-        "A later block from the same source replaces the earlier value as the current one; earlier "
-        'values stay only as history. cleared="true" means the source no longer has a value.',
-    ),
-    MessageKind(
-        "ctx-rule",
-        "a rule with an id, a scope and an op (set, replace, revoke, expired)",
-        "set or replace makes the text the rule in force for that id and scope (replace gives the "
-        "current version); revoke or expired ends it in that scope only.",
-    ),
-    MessageKind(
-        "ctx-notification",
-        "the result of earlier background work (source names the job)",
-        "It is not a new request from the user: relate it to the current task, and read the full "
-        "output through its ref only if you need it.",
-    ),
-    MessageKind(
-        "ctx-branch",
-        "the identity of the timeline you are on (name, parent, fork point)",
-        "History before it was inherited from the parent; you are on the named branch now.",
-    ),
+STATE_KIND = MessageKind(
+    "ctx-state",
+    'a value reported by a source (source="…")',
+    "A later block from the same source replaces the earlier value as the current one; earlier "
+    'values stay only as history. cleared="true" means the source no longer has a value.',
 )
+RULE_KIND = MessageKind(
+    "ctx-rule",
+    "a rule with an id, a scope and an op (set, replace, revoke, expired)",
+    "set or replace makes the text the rule in force for that id and scope (replace gives the "
+    "current version); revoke or expired ends it in that scope only.",
+)
+NOTIFICATION_KIND = MessageKind(
+    "ctx-notification",
+    "the result of earlier background work (source names the job)",
+    "It is not a new request from the user: relate it to the current task, and read the full "
+    "output through its ref only if you need it.",
+)
+BRANCH_KIND = MessageKind(
+    "ctx-branch",
+    "the identity of the timeline you are on (name, parent, fork point)",
+    "History before it was inherited from the parent; you are on the named branch now.",
+)
+CORE_KINDS: tuple[MessageKind, ...] = (STATE_KIND, RULE_KIND, NOTIFICATION_KIND, BRANCH_KIND)
 
 
 def guide_version(text: str) -> str:

@@ -38,23 +38,22 @@ from __future__ import annotations
 
 import os
 import platform
-import posixpath
-import re
-import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
 from ctxline.errors import ValidationError
+from ctxline.record.codec import canonical_json
 from ctxline.record.events import (
     AssistantMessage,
     JsonValue,
+    StatusSnapshot,
     StoredEvent,
     ToolCall,
     ToolResult,
-    canonical_json,
 )
+from ctxline.sources.cwd import follow_cd
 from ctxline.sources.guide import MessageKind
 from ctxline.sources.timectx import TimeConfig, TimeReading, TurnFold, reading_from_fold, zone_info
 from ctxline.sources.todo import TodoFold
@@ -69,6 +68,7 @@ __all__ = [
     "call_key",
     "detect_environment",
     "follow_cd",
+    "snapshot_text",
     "status_block",
     "status_json",
 ]
@@ -172,101 +172,6 @@ def call_key(call: ToolCall) -> tuple[str, str]:
     return call.name, args
 
 
-# --- cwd tracking ------------------------------------------------------------------
-
-_PUNCT = "();<>|&\n"
-_HEREDOC = re.compile(r"(?<!<)<<(?!<)-?\s*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\1")
-_LEADING = frozenset({"then", "do", "else", "{", "!", "time"})
-_UNSAFE = re.compile(r"[$`*?\[]|^~[^/]")
-
-
-def _drop_heredocs(command: str) -> str:
-    out: list[str] = []
-    delimiter: str | None = None
-    for line in command.replace("\\\n", " ").split("\n"):
-        if delimiter is not None:
-            if line.strip() == delimiter:
-                delimiter = None
-            continue
-        match = _HEREDOC.search(line)
-        if match:
-            delimiter = match.group(2)
-        out.append(line)
-    return "\n".join(out)
-
-
-def _commands(command: str) -> list[list[str]]:
-    """The simple commands whose ``cd`` would change the shell's directory, in order."""
-    lexer = shlex.shlex(_drop_heredocs(command), posix=True, punctuation_chars=_PUNCT)
-    lexer.whitespace = " \t\r"
-    lexer.whitespace_split = True
-    try:
-        tokens = list(lexer)
-    except ValueError:  # unbalanced quotes: give up on this command
-        return []
-    found: list[list[str]] = []
-    words: list[str] = []
-    depth, after_pipe, skip_next = 0, False, False
-    for tok in tokens:
-        if tok and all(ch in _PUNCT for ch in tok):
-            if "<" in tok or ">" in tok:  # a redirection: drop it and its target
-                skip_next = True
-                continue
-            piped = "|" in tok.replace("||", "")
-            background = "&" in tok.replace("&&", "")
-            if words and depth == 0 and not after_pipe and not piped and not background:
-                found.append(words)
-            words = []
-            depth = max(0, depth + tok.count("(") - tok.count(")"))
-            after_pipe = piped
-            continue
-        if skip_next:
-            skip_next = False
-            continue
-        if not words and tok in _LEADING:
-            continue
-        words.append(tok)
-    if words and depth == 0 and not after_pipe:
-        found.append(words)
-    return found
-
-
-def _target(cwd: str | None, path: str) -> str | None:
-    if not path or _UNSAFE.search(path):
-        return None
-    if path.startswith(("/", "~")):
-        return posixpath.normpath(path)
-    if cwd is None:
-        return None
-    return posixpath.normpath(posixpath.join(cwd, path))
-
-
-def follow_cd(cwd: str | None, command: str, stack: list[str | None] | None = None) -> str | None:
-    """The working directory after ``command`` ran in a persistent shell at ``cwd``.
-
-    Follows top-level ``cd``, ``pushd`` and ``popd`` (``cd X && …``, ``cd X; …``, relative
-    paths, ``..``, ``~``); ignores them in subshells, pipelines and background jobs, and
-    ignores ``cd -``. A target with ``$``, backquotes or globs makes the cwd unknown (None).
-    Commands are assumed to succeed. ``stack`` is the ``pushd`` stack, updated in place.
-    """
-    stack = stack if stack is not None else []
-    for words in _commands(command):
-        name, args = words[0], [w for w in words[1:] if not w.startswith("-") or w == "-"]
-        if "--" in words[1:]:
-            args = words[words.index("--") + 1 :]
-        if name == "cd":
-            if not args:
-                cwd = "~"
-            elif args[0] != "-":
-                cwd = _target(cwd, args[0])
-        elif name == "pushd" and args and args[0] != "-":
-            stack.append(cwd)
-            cwd = _target(cwd, args[0])
-        elif name == "popd":
-            cwd = stack.pop() if stack else None
-    return cwd
-
-
 # --- the fold ----------------------------------------------------------------------
 
 
@@ -368,6 +273,10 @@ class StatusFold:
     ) -> str:
         """The ``<ctx-status>`` block. Without ``time_reading``, a fresh reading at ``now``
         is shown when the config has a time section."""
+        return element("ctx-status", self.body(now, time_reading))
+
+    def body(self, now: datetime | None = None, time_reading: TimeReading | None = None) -> str:
+        """The text inside ``<ctx-status>`` (every value in it escaped)."""
         zone = zone_info(self.config.zone)
         sections: list[str] = []
         todos = self.todo.items()
@@ -399,7 +308,7 @@ class StatusFold:
             lines = [f"- {line}" for line in escape(time_reading.text).split("\n")]
             sections.append("\n".join(["time:", *lines]))
         body = "\n".join(sections) if sections else "nothing to report yet"
-        return element("ctx-status", f"\n{body}\n")
+        return f"\n{body}\n"
 
     def _counter_lines(self) -> list[str]:
         lines = []
@@ -424,6 +333,11 @@ class StatusFold:
             cwd = "unknown (changed by a command that could not be followed)"
         values = (("cwd", cwd), ("os", env.os), ("shell", env.shell), ("python", env.python))
         return [f"- {label}: {escape(value)}" for label, value in values if value]
+
+
+def snapshot_text(event: StatusSnapshot) -> str:
+    """A persisted status bar as history shows it (its body was computed by ctxline)."""
+    return element("ctx-status", escape(event.text))
 
 
 def status_block(

@@ -40,6 +40,7 @@ from typing import Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from ctxline.errors import ValidationError
+from ctxline.record.codec import format_at, parse_at
 from ctxline.record.events import (
     AssistantMessage,
     JsonValue,
@@ -49,8 +50,6 @@ from ctxline.record.events import (
     StoredEvent,
     ToolResult,
     UserMessage,
-    format_at,
-    parse_at,
 )
 from ctxline.sources.guide import MessageKind
 from ctxline.tags import element, escape

@@ -25,8 +25,18 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import NamedTuple
 
-from ctxline.record.events import TODO_STATUSES, JsonValue, StoredEvent, Todo, TodoItem
+from ctxline.record.events import (
+    TODO_STATUSES,
+    JsonValue,
+    StoredEvent,
+    Todo,
+    TodoItem,
+    TodoStatus,
+    is_todo_status,
+)
 from ctxline.render.neutral import ToolSpec
+from ctxline.sources.base import BaseSource
+from ctxline.sources.guide import MessageKind
 
 __all__ = [
     "TODO_STATUSES",
@@ -36,6 +46,7 @@ __all__ = [
     "TodoEntry",
     "TodoFold",
     "TodoOutcome",
+    "TodoSource",
     "apply_todo_call",
     "current_todos",
 ]
@@ -110,7 +121,7 @@ class TodoEntry:
 
     id: str
     content: str
-    status: str
+    status: TodoStatus
     created_at: datetime
     updated_at: datetime
 
@@ -134,11 +145,14 @@ class TodoFold:
     def __init__(self) -> None:
         self._items: dict[str, TodoEntry] = {}
 
-    def feed(self, stored: StoredEvent) -> None:
+    def feed(self, stored: StoredEvent) -> Sequence[MessageKind]:
         event = stored.event
         if not isinstance(event, Todo):
-            return
-        at = stored.at
+            return ()
+        self._take(event, stored.at)
+        return ()
+
+    def _take(self, event: Todo, at: datetime) -> None:
         if event.op == "write":
             if len({item.id for item in event.items}) != len(event.items):
                 return
@@ -156,7 +170,11 @@ class TodoFold:
             self._items = items
         elif event.op == "update":
             old = self._items.get(event.item_id)
-            if old is not None and event.status in TODO_STATUSES and old.status != event.status:
+            if (
+                old is not None
+                and is_todo_status(event.status)
+                and old.status != event.status
+            ):
                 self._items[event.item_id] = replace(old, status=event.status, updated_at=at)
 
     def items(self) -> list[TodoEntry]:
@@ -208,10 +226,10 @@ def _write(arguments: dict[str, JsonValue]) -> TodoOutcome:
             return _error(f"items[{i}] repeats the id {ident!r}; ids must be unique.")
         if not isinstance(content, str) or not content.strip():
             return _error(f"items[{i}] (id {ident!r}) needs a non-empty string content.")
-        if status not in TODO_STATUSES:
+        if not is_todo_status(status):
             return _error(f"items[{i}] (id {ident!r}) has an {_status_hint(status)}")
         seen.add(ident)
-        items.append(TodoItem(ident, content, str(status)))
+        items.append(TodoItem(ident, content, status))
     return TodoOutcome(Todo(op="write", items=tuple(items)), _listing(items), False)
 
 
@@ -227,9 +245,8 @@ def _update(arguments: dict[str, JsonValue], current: Sequence[TodoItem]) -> Tod
             )
         valid = ", ".join(repr(i) for i in by_id)
         return _error(f"no TODO item with id {ident!r}. Valid ids: {valid}.")
-    if status not in TODO_STATUSES:
+    if not is_todo_status(status):
         return _error(_status_hint(status))
-    assert isinstance(status, str)
     items = [replace(item, status=status) if item.id == ident else item for item in current]
     return TodoOutcome(Todo(op="update", item_id=ident, status=status), _listing(items), False)
 
@@ -251,3 +268,12 @@ def apply_todo_call(
     if name == TODO_UPDATE.name:
         return _update(arguments, current)
     return _error(f"unknown TODO tool {name!r}; use todo_write or todo_update.")
+
+
+class TodoSource(BaseSource):
+    """The TODO list's fold (the todo tools validate against it; the status bar shows it)."""
+
+    name = "todo"
+
+    def fold(self) -> TodoFold:
+        return TodoFold()

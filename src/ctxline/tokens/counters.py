@@ -27,6 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from ctxline.errors import ValidationError
+from ctxline.record.codec import canonical_json
 from ctxline.record.events import (
     AssistantMessage,
     Compaction,
@@ -46,7 +47,6 @@ from ctxline.record.events import (
     Tools,
     UnknownEvent,
     UserMessage,
-    canonical_json,
 )
 from ctxline.tokens.tiktoken_files import encoding
 
@@ -58,6 +58,7 @@ __all__ = [
     "EVENT_TEXT_VERSION",
     "BatchCounter",
     "BytesEstimator",
+    "CountLookup",
     "CountStore",
     "TextCounts",
     "TiktokenCounter",
@@ -90,11 +91,20 @@ class BatchCounter(Protocol):
     def count_many(self, texts: Sequence[str]) -> list[int]: ...
 
 
-class CountStore(Protocol):
-    """The part of a store that persists token counts (``Store`` implements it)."""
+class CountLookup(Protocol):
+    """Reads persisted token counts (``Store`` implements it)."""
 
     def get_token_counts(self, event_ids: Sequence[str], tokenizer: str) -> dict[str, int]: ...
 
+
+class CountStore(CountLookup, Protocol):
+    """The part of a store that persists token counts (``Store`` implements it)."""
+
+    def put_token_counts(self, tokenizer: str, counts: dict[str, int]) -> None: ...
+
+
+@runtime_checkable
+class _Writable(Protocol):
     def put_token_counts(self, tokenizer: str, counts: dict[str, int]) -> None: ...
 
 
@@ -312,14 +322,21 @@ class TextCounts:
 
     Only texts of at least :attr:`min_chars` characters go to the store (under the key
     ``text:<sha1>`` and the counter's name): for them counting costs more than a lookup.
-    Shorter texts are just counted.
+    Shorter texts are just counted. New counts of long texts go to ``learned`` when it is
+    given (the caller stores them later: a step never writes), else to ``store``.
     """
 
     def __init__(
-        self, counter: TokenCounter, store: CountStore | None, *, min_chars: int = 2_048
+        self,
+        counter: TokenCounter,
+        store: CountLookup | None,
+        learned: dict[str, int] | None = None,
+        *,
+        min_chars: int = 2_048,
     ) -> None:
         self.counter = counter
         self.store = store
+        self.learned = learned
         self.min_chars = min_chars
 
     def counts(self, texts: Sequence[str]) -> list[int]:
@@ -343,7 +360,10 @@ class TextCounts:
             if missing:
                 fresh = count_many(self.counter, [texts[need[key][0]] for key in missing])
                 new = dict(zip(missing, fresh, strict=True))
-                self.store.put_token_counts(self.counter.name, new)
+                if self.learned is not None:
+                    self.learned.update(new)
+                elif isinstance(self.store, _Writable):
+                    self.store.put_token_counts(self.counter.name, new)
                 found = {**found, **new}
             for key, places in need.items():
                 for i in places:

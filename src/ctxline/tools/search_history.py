@@ -18,7 +18,7 @@ stays inert.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 from ctxline.errors import CtxlineError
 from ctxline.record.events import JsonValue
@@ -31,6 +31,7 @@ from ctxline.tags import escape
 __all__ = [
     "DEFAULT_LIMIT",
     "SEARCH_HISTORY",
+    "answer_search",
     "call_search_history",
     "render_hits",
     "search_history",
@@ -98,6 +99,15 @@ def search_history(
 def call_search_history(
     store: Store, session: str, arguments: Mapping[str, JsonValue], *, timeline: str = MAIN
 ) -> tuple[str, bool]:
+    """Run a model's ``search_history`` call on ``session``'s timeline (see :func:`answer_search`)."""
+    return answer_search(
+        arguments, lambda query, limit: store.search(session, query, timeline=timeline, limit=limit)
+    )
+
+
+def answer_search(
+    arguments: Mapping[str, JsonValue], search: Callable[[str, int], Sequence[SearchHit]]
+) -> tuple[str, bool]:
     """Run a model's ``search_history`` call: ``(text for the tool result, is_error)``.
 
     The arguments come from the model, so a missing query or a bad limit is an error
@@ -114,6 +124,6 @@ def call_search_history(
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
         return f"[search_history: limit must be a whole number from 1 to {MAX_LIMIT}.]", True
     try:
-        return search_history(store, session, query, timeline, limit), False
+        return render_hits(query, list(search(query, limit))), False
     except CtxlineError as exc:
         return f"[search_history: {escape(str(exc))}]", True

@@ -34,11 +34,13 @@ from ctxline.record.events import (
     UserMessage,
 )
 from ctxline.render.openai import arguments_text
-from ctxline.sources.blocks import render_rule, render_state, rule_in_force
 from ctxline.sources.guide import MessageKind
+from ctxline.sources.rules import render_rule, rule_in_force
+from ctxline.sources.state import render_state
 from ctxline.tags import element, escape
 from ctxline.tokens.counters import TokenCounter
-from ctxline.view.ladder import ViewMessage, _groups
+from ctxline.view.edits import groups as _groups
+from ctxline.view.measure import ViewMessage
 
 __all__ = [
     "COMPACTION_KINDS",

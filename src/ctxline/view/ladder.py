@@ -1,204 +1,341 @@
 """The reduction ladder: what to change in the view when a request nears its limit.
 
-Seed 003 and DESIGN §6. Over the pressure line (default 0.8 × input limit) the ladder
-plans view edits, cheapest first, re-measuring after each rung, until the request is
-under the target (default 0.6 — the gap is the hysteresis that lets the following
-steps append again and keep the prefix cached):
+Seed 003 and DESIGN §6. Over the pressure line (default 0.8 × input limit) the rungs
+run in order, each re-measuring the whole request, until it is under the target
+(default 0.6 — the gap is the hysteresis that lets the following steps append again
+and keep the prefix cached):
 
-1. fold exact duplicates — same tool, same canonical arguments, same full content:
+1. :func:`fold_duplicates` — same tool, same canonical arguments, same full content:
    earlier copies become a reference to the latest one;
-2. trim older, completed, successful results to a preview and a handle (errors and
-   the recent groups are kept);
-3. compact the oldest span into a summary, a digest and a re-affirmation of the rules
-   and state still in force (see :mod:`ctxline.view.compaction`).
+2. :func:`drop_dynamic` — optional tail items, lowest priority first;
+3. :func:`drop_tools` — optional (discovered, unused) tool schemas;
+4. :func:`trim_outputs` — older, completed, successful results become a preview and a
+   handle (errors and the recent groups are kept). When trimming alone cannot reach the
+   goal, the trims wait for the compaction, which hides most of them anyway;
+5. :func:`compact` — the oldest span becomes a summary, a digest and a re-affirmation.
 
-Edits are :class:`~ctxline.record.events.Reduction` events appended to the record, so the
-record itself is never changed and every request can be rebuilt. Never removed:
-the persona and guide, the original task, the call/result pairing.
+A rung is a plain callable ``(reducer, goal) -> bool``; the list is configurable. If the
+request is still over the input limit, the ladder runs once more as a last resort
+(goal 0.95 × limit, no recent groups protected, compaction keeps only the task). Edits
+are :class:`~ctxline.record.events.Reduction` events, so the record is never changed and
+every request can be rebuilt. Never removed: the persona and guide, the original task,
+required tail items, forced tools, the call/result pairing.
 
-    edits = plan_reductions(view, options, counter, events)
+    run_ladder(reducer, DEFAULT_RUNGS, LadderConfig())
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
-from ctxline.record.events import Reduction, StoredEvent, ToolResult, canonical_json
-from ctxline.render.neutral import NeutralMessage
+from ctxline.errors import CompactionError, ContextOverflow
+from ctxline.record.codec import canonical_json
+from ctxline.record.events import Reduction, StoredEvent, ToolResult, UserMessage
 from ctxline.tokens.counters import TokenCounter
+from ctxline.view.compaction import Summarizer, plan_compaction
+from ctxline.view.edits import ViewEdits, fold_reference, preview, protected_recent
+from ctxline.view.measure import FRAMING_TOKENS, ViewMessage
+from ctxline.view.options import PrepareOptions
+from ctxline.view.report import Action, TokenSections
 
-__all__ = ["ViewEdits", "ViewMessage", "fold_reference", "plan_reductions", "preview"]
-
-
-@dataclass
-class ViewEdits:
-    """The reductions in force for a timeline, folded from its Reduction events."""
-
-    trimmed: set[int]
-    folded: dict[int, int]
-    compact: Reduction | None = None
-
-    @classmethod
-    def empty(cls) -> ViewEdits:
-        return cls(set(), {})
-
-    def apply(self, reduction: Reduction) -> None:
-        if reduction.action == "trim":
-            self.trimmed.update(reduction.seqs)
-        elif reduction.action == "fold":
-            self.folded.update({int(k): v for k, v in reduction.refs.items()})
-        elif reduction.action == "compact":
-            self.compact = reduction
-
-    def hidden(self, seq: int) -> bool:
-        c = self.compact
-        return c is not None and seq <= c.upto_seq and seq not in c.keep
+__all__ = [
+    "DEFAULT_RUNGS",
+    "Goal",
+    "LadderConfig",
+    "Reducer",
+    "Rung",
+    "compact",
+    "drop_dynamic",
+    "drop_tools",
+    "fold_duplicates",
+    "run_ladder",
+    "trim_outputs",
+]
 
 
 @dataclass(frozen=True, slots=True)
-class ViewMessage:
-    """One message of the current view, as the ladder sees it."""
+class LadderConfig:
+    """The ladder's constants (every one of them named here, none in the code)."""
 
-    message: NeutralMessage
+    last_resort_goal: float = 0.95
+    """Second pass: folds and trims aim at this share of the input limit."""
+    last_resort_compact_target: float = 0.9
+    """Second pass: the compaction reduces to this share and keeps only the task."""
+    last_resort_summary_share: float = 0.25
+    """Second pass: the summary gets this share of ``summary_tokens``."""
+    trim_min_saving: int = 32
+    """A result is trimmed only if its preview saves more tokens than this."""
+
+
+@dataclass(frozen=True, slots=True)
+class Goal:
+    """Where a pass of the ladder stops, and how hard it may cut."""
+
     tokens: int
+    """Stop as soon as the request is at or under this."""
+    trigger: int
+    """Compaction runs only when the cheaper rungs cannot get under this."""
+    keep_groups: int
+    last_resort: bool = False
 
 
-def preview(content: str, handle: str, *, tokens: int, head_lines: int = 12, tail_lines: int = 6, width: int = 240) -> str:
-    """A short stand-in for a long output: size, handle, first and last lines."""
-    lines = content.splitlines()
+class Reducer(Protocol):
+    """The step being reduced, as the rungs see it."""
 
-    def cut(line: str) -> str:
-        return line if len(line) <= width else line[: width - 1] + "…"
+    @property
+    def total(self) -> int: ...
 
-    intro = (
-        f"[output shown as a preview: {len(content):,} characters, {len(lines):,} lines,"
-        f" ~{tokens:,} tokens. The full output is saved; read it with"
-        f' read_result(handle="{handle}", page=1).]'
-    )
-    if len(lines) <= head_lines + tail_lines:
-        body = [cut(line) for line in lines]
-        if sum(len(b) for b in body) > width * (head_lines + tail_lines):
-            body = [content[: width * head_lines] + "…"]
-        return "\n".join([intro, *body])
-    omitted = len(lines) - head_lines - tail_lines
-    return "\n".join(
-        [
-            intro,
-            *(cut(line) for line in lines[:head_lines]),
-            f"… {omitted:,} lines omitted …",
-            *(cut(line) for line in lines[-tail_lines:]),
-        ]
-    )
+    @property
+    def tokens(self) -> TokenSections: ...
 
+    @property
+    def options(self) -> PrepareOptions: ...
 
-def fold_reference(name: str, later_seq: int) -> str:
-    return (
-        f"[same output as the later call to {name} with the same arguments (record seq {later_seq});"
-        " it is shown there]"
-    )
+    @property
+    def counter(self) -> TokenCounter: ...
 
+    @property
+    def events(self) -> Sequence[StoredEvent]: ...
 
-def _groups(messages: Sequence[ViewMessage]) -> list[tuple[int, int]]:
-    """(start, end) index ranges of groups: an assistant message with its results, or one message."""
-    out: list[tuple[int, int]] = []
-    i = 0
-    while i < len(messages):
-        j = i + 1
-        if messages[i].message.role == "assistant":
-            while j < len(messages) and messages[j].message.role == "tool":
-                j += 1
-        out.append((i, j))
-        i = j
-    return out
+    @property
+    def edits(self) -> ViewEdits: ...
 
+    @property
+    def summarizer(self) -> Summarizer: ...
 
-def _protected_recent(messages: Sequence[ViewMessage], keep_groups: int) -> set[int]:
-    """Indexes of the messages in the last ``keep_groups`` assistant groups."""
-    seen = 0
-    protected: set[int] = set()
-    for start, end in reversed(_groups(messages)):
-        if messages[start].message.role == "assistant":
-            seen += 1
-            if seen > keep_groups:
-                break
-        protected.update(range(start, end))
-    return protected
+    @property
+    def config(self) -> LadderConfig: ...
+
+    def view(self) -> list[ViewMessage]:
+        """The history as it is now, message by message with its tokens."""
+        ...
+
+    def handle(self, seq: int) -> str:
+        """The blob handle of the result at ``seq``."""
+        ...
+
+    def optional_tail(self) -> list[tuple[str, int]]:
+        """(id, priority) of the optional tail items still shown."""
+        ...
+
+    def reduce(self, *reductions: Reduction) -> None:
+        """Record these view edits for this step and measure again."""
+        ...
+
+    def drop_tail(self, ids: Sequence[str]) -> None: ...
+
+    def note(self, action: Action) -> None:
+        """Report an action that changed nothing (a compaction that could not be made)."""
+        ...
+
+    deferred: list[Reduction]
+    """Trims that wait for the compaction (applied if it cannot be made)."""
+    failures: list[tuple[bool, str]]
+    """(in the last resort, why) of each compaction that could not be made."""
 
 
-def plan_reductions(
-    view: Sequence[ViewMessage],
-    *,
-    total: int,
-    target: int,
-    counter: TokenCounter,
-    events: Sequence[StoredEvent],
-    edits: ViewEdits,
-    keep_groups: int,
-    handle_of: dict[int, str],
-) -> tuple[list[Reduction], int]:
-    """Fold and trim edits that bring ``total`` toward ``target``; returns them and the new total.
+Rung = Callable[[Reducer, Goal], bool]
 
-    ``events`` is the timeline (index = seq − 1); ``handle_of`` maps a result's seq to
-    its blob handle. Compaction, the last rung, is planned by the caller when this
-    is not enough.
-    """
-    reductions: list[Reduction] = []
-    calls: dict[str, tuple[str, bytes]] = {}
-    for vm in view:
-        for call in vm.message.tool_calls:
-            calls[call.id] = (call.name, canonical_json(call.arguments))
-    # rung 1: fold exact duplicates (earlier copies refer to the latest one)
-    latest: dict[tuple[str, bytes, str], int] = {}
+
+def fold_duplicates(r: Reducer, goal: Goal) -> bool:
+    """Rung 1: earlier copies of an identical result refer to the latest one."""
+    view, events, edits = r.view(), r.events, r.edits
+    calls = {c.id: (c.name, canonical_json(c.arguments)) for vm in view for c in vm.message.tool_calls}
     results = [
-        (i, vm)
-        for i, vm in enumerate(view)
+        vm
+        for vm in view
         if vm.message.role == "tool"
         and vm.message.seq
         and vm.message.seq not in edits.trimmed
         and vm.message.seq not in edits.folded
+        and vm.message.call_id in calls
+        and isinstance(events[vm.message.seq - 1].event, ToolResult)
     ]
-    for _, vm in results:
+    latest: dict[tuple[str, bytes, str], int] = {}
+    for vm in results:
         event = events[vm.message.seq - 1].event
-        if isinstance(event, ToolResult) and vm.message.call_id in calls:
-            name, args = calls[vm.message.call_id]
-            latest[(name, args, event.content)] = vm.message.seq
+        assert isinstance(event, ToolResult)
+        latest[(*calls[vm.message.call_id], event.content)] = vm.message.seq
     refs: dict[str, int] = {}
     saved = 0
-    for _, vm in results:
+    for vm in results:
         event = events[vm.message.seq - 1].event
-        if not isinstance(event, ToolResult) or vm.message.call_id not in calls:
-            continue
+        assert isinstance(event, ToolResult)
         name, args = calls[vm.message.call_id]
         later = latest[(name, args, event.content)]
         if later != vm.message.seq:
-            ref_tokens = counter.count(fold_reference(name, later)) + 4
+            ref_tokens = r.counter.count(fold_reference(name, later)) + FRAMING_TOKENS
             if vm.tokens > ref_tokens:
                 refs[str(vm.message.seq)] = later
                 saved += vm.tokens - ref_tokens
-    if refs:
-        reductions.append(Reduction("fold", refs=refs, saved_tokens=saved))
-        total -= saved
-    if total <= target:
-        return reductions, total
-    # rung 2: trim older, completed, successful results, oldest first
-    protected = _protected_recent(view, keep_groups)
+    if not refs:
+        return False
+    r.reduce(Reduction("fold", refs=refs, saved_tokens=saved))
+    return True
+
+
+def drop_dynamic(r: Reducer, goal: Goal) -> bool:
+    """Rung 2: optional tail items go, lowest priority first, until the goal is met."""
+    dropped: list[str] = []
+    for item_id, _ in sorted(r.optional_tail(), key=lambda item: item[1]):
+        if r.total <= goal.tokens:
+            break
+        dropped.append(item_id)
+        r.drop_tail(dropped)
+    return bool(dropped)
+
+
+def drop_tools(r: Reducer, goal: Goal) -> bool:
+    """Rung 3: optional tool schemas (discovered, not used recently). Core tools are
+    always offered; with no discoverable tools there is nothing to drop."""
+    return False
+
+
+def trim_outputs(r: Reducer, goal: Goal) -> bool:
+    """Rung 4: older, completed, successful results become a preview and a handle."""
+    view, events, edits = r.view(), r.events, r.edits
+    protected = protected_recent(view, goal.keep_groups)
     trimmed: list[int] = []
     saved = 0
-    for i, vm in results:
-        if total - saved <= target:
+    total = r.total
+    for i, vm in enumerate(view):
+        if total - saved <= goal.tokens:
             break
         seq = vm.message.seq
-        if i in protected or vm.message.is_error or str(seq) in refs:
+        if (
+            vm.message.role != "tool"
+            or not seq
+            or i in protected
+            or vm.message.is_error
+            or seq in edits.trimmed
+            or seq in edits.folded
+        ):
             continue
         event = events[seq - 1].event
-        if not isinstance(event, ToolResult) or seq not in handle_of:
+        if not isinstance(event, ToolResult):
             continue
-        short = counter.count(preview(event.content, handle_of[seq], tokens=vm.tokens)) + 4
-        if vm.tokens > short + 32:
+        short = r.counter.count(preview(event.content, r.handle(seq), tokens=vm.tokens))
+        if vm.tokens > short + FRAMING_TOKENS + r.config.trim_min_saving:
             trimmed.append(seq)
-            saved += vm.tokens - short
-    if trimmed:
-        reductions.append(Reduction("trim", seqs=tuple(trimmed), saved_tokens=saved))
-        total -= saved
-    return reductions, total
+            saved += vm.tokens - short - FRAMING_TOKENS
+    if not trimmed:
+        return False
+    trim = Reduction("trim", seqs=tuple(trimmed), saved_tokens=saved)
+    if total - saved > goal.trigger:  # not enough: the compaction hides most of these
+        r.deferred[:] = [trim]
+        return False
+    r.reduce(trim)
+    return True
+
+
+def compact(r: Reducer, goal: Goal) -> bool:
+    """Rung 5: the oldest span becomes a summary, a digest and a re-affirmation.
+
+    When it cannot be made (a summarizer error, too small a saving), nothing is written
+    for it: the deferred trims are applied instead and the failure is kept in
+    ``r.failures`` (reported when the request is sent; :class:`CompactionError` from
+    :func:`run_ladder` when the last resort failed and the request still does not fit).
+    """
+    deferred, r.deferred[:] = list(r.deferred), []
+    reduction: Reduction | None
+    try:
+        reduction = _plan(r, r.view(), goal)
+        total, minimum = r.total, r.options.min_compaction_saving
+        if not goal.last_resort and reduction is not None and reduction.saved_tokens < minimum * total:
+            raise CompactionError(
+                f"a compaction up to seq {reduction.upto_seq} would save only"
+                f" {reduction.saved_tokens:,} of {total:,} tokens (the minimum is"
+                f" {minimum:.0%}); the record and the last summary are unchanged"
+            )
+    except CompactionError as exc:
+        r.failures.append((goal.last_resort, str(exc)))
+        reduction = None
+    if reduction is None:
+        if deferred:
+            r.reduce(*deferred)
+            return True
+        return False
+    r.reduce(reduction)
+    return True
+
+
+def _plan(r: Reducer, view: list[ViewMessage], goal: Goal) -> Reduction | None:
+    opts, cfg = r.options, r.config
+    limit = opts.input_limit
+    compact_in_force = r.edits.compact
+    history = sum(vm.tokens for vm in view)
+    last = goal.last_resort
+    try:
+        return plan_compaction(
+            view,
+            r.events,
+            fixed_tokens=r.total - history,
+            target=int(limit * (cfg.last_resort_compact_target if last else opts.compact_target)),
+            counter=r.counter,
+            summary_tokens=int(opts.summary_tokens * (cfg.last_resort_summary_share if last else 1)),
+            previous_upto=compact_in_force.upto_seq if compact_in_force is not None else 0,
+            summarizer=r.summarizer,
+            keep_users=not last,
+            ceiling=int(limit * (cfg.last_resort_compact_target if last else opts.target)),
+        )
+    except CompactionError:
+        raise
+    except Exception as exc:  # any summarizer failure: nothing is written
+        raise CompactionError(f"the summarizer failed: {type(exc).__name__}: {exc}") from exc
+
+
+DEFAULT_RUNGS: tuple[Rung, ...] = (fold_duplicates, drop_dynamic, drop_tools, trim_outputs, compact)
+"""DESIGN §6 order: fold, drop dynamic items, drop tool schemas, trim, compact."""
+
+
+def run_ladder(r: Reducer, rungs: Sequence[Rung], config: LadderConfig) -> None:
+    """Reduce the step until it is under the target; raise if it cannot fit the input limit.
+
+    A compaction that failed while the request still fits is reported as
+    ``compact_failed``; :class:`ContextOverflow` names each section when protected
+    content alone is over the limit.
+    """
+    opts = r.options
+    limit = opts.input_limit
+    if r.total <= opts.pressure_line:
+        return
+    passes = (
+        Goal(opts.target_line, opts.target_line, opts.keep_groups),
+        Goal(int(limit * config.last_resort_goal), limit, 0, last_resort=True),
+    )
+    for goal in passes:
+        if goal.last_resort and r.total <= limit:
+            break
+        for rung in rungs:
+            if r.total <= goal.tokens:
+                break
+            rung(r, goal)
+    if r.total <= limit:
+        if r.failures:
+            r.note(Action("compact_failed", reason=r.failures[-1][1]))
+        return
+    last_resort_failures = [reason for last, reason in r.failures if last]
+    if last_resort_failures:
+        raise CompactionError(last_resort_failures[-1])
+    tokens = r.tokens
+    task = task_tokens(r.view(), r.events)
+    raise ContextOverflow(
+        limit,
+        {
+            "tools": tokens.tools,
+            "system": tokens.system,
+            "original task": task,
+            "rest of history": tokens.history - task,
+            "tail": tokens.tail,
+        },
+    )
+
+
+def task_tokens(view: Sequence[ViewMessage], events: Sequence[StoredEvent]) -> int:
+    """Tokens of the original task (the first user message) in the view."""
+    task = next((e for e in events if isinstance(e.event, UserMessage)), None)
+    if task is None:
+        return 0
+    return next((vm.tokens for vm in view if vm.message.seq == task.seq), 0)

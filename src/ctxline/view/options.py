@@ -11,19 +11,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
-from typing import Literal
 
 from ctxline.errors import ValidationError
-from ctxline.record.events import (
-    JsonValue,
-    format_at,
-    parse_at,
-)
+from ctxline.record.codec import format_at, parse_at
+from ctxline.record.events import JsonValue
+from ctxline.render.neutral import Provider
 from ctxline.sources.timectx import zone_info
 
 __all__ = ["PrepareOptions", "Provider", "StepInputs"]
 
-Provider = Literal["openai", "anthropic"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +78,16 @@ class PrepareOptions:
         return self.context_window - self.max_output
 
     @property
+    def pressure_line(self) -> int:
+        """Over this many tokens the reduction ladder runs."""
+        return int(self.input_limit * self.pressure)
+
+    @property
+    def target_line(self) -> int:
+        """The ladder stops under this many tokens (the hysteresis below the pressure line)."""
+        return int(self.input_limit * self.target)
+
+    @property
     def offload_limit(self) -> int:
         if self.offload_tokens is not None:
             return self.offload_tokens
@@ -103,13 +109,30 @@ class StepInputs:
     ``tail`` are rendered blocks placed as the last user-role message (status bar,
     dynamic context); ``system_suffix`` is appended to the system prompt (the time
     context in the system placement of seed 004); ``meta`` is logged, not rendered
-    (the time reading, the status strategy decision, …).
+    (the time reading, the status strategy decision, …). ``tool_choice`` is ``auto``,
+    ``none``, ``required`` or the name of the one tool the model must call.
     """
 
     now: datetime | None = None
     tail: tuple[str, ...] = ()
     system_suffix: str = ""
     meta: Mapping[str, JsonValue] = field(default_factory=dict)
+    tool_choice: str | None = None
+
+    def body_extra(self, provider: Provider) -> dict[str, JsonValue]:
+        """Top-level body keys of this step (the provider's form of ``tool_choice``)."""
+        choice = self.tool_choice
+        if choice is None:
+            return {}
+        if provider == "openai":
+            if choice in ("auto", "none", "required"):
+                return {"tool_choice": choice}
+            return {"tool_choice": {"type": "function", "function": {"name": choice}}}
+        if choice in ("auto", "none"):
+            return {"tool_choice": {"type": choice}}
+        if choice == "required":
+            return {"tool_choice": {"type": "any"}}
+        return {"tool_choice": {"type": "tool", "name": choice}}
 
     def to_json(self) -> dict[str, JsonValue]:
         out: dict[str, JsonValue] = {
@@ -120,6 +143,8 @@ class StepInputs:
             out["system_suffix"] = self.system_suffix
         if self.meta:
             out["meta"] = dict(self.meta)
+        if self.tool_choice is not None:
+            out["tool_choice"] = self.tool_choice
         return out
 
     @classmethod
@@ -131,4 +156,5 @@ class StepInputs:
             tail=tuple(str(t) for t in tail) if isinstance(tail, list) else (),
             system_suffix=str(data.get("system_suffix") or ""),
             meta=meta if isinstance(meta, dict) else {},
+            tool_choice=str(data["tool_choice"]) if data.get("tool_choice") is not None else None,
         )

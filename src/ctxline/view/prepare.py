@@ -1,19 +1,20 @@
 """``prepare``: the exact request the model will see, and the report of how it was built.
 
-``prepare`` is a pure function of the record (the timeline's events up to a seq), the
-options and the step inputs (the time, the tail blocks): the same arguments give the
-same bytes. It does no I/O. The layout keeps the prefix stable for provider caches:
+Rendering a step is a pure function of the fed cache (the record so far), the options and
+the step inputs (the time, the tail blocks): the same arguments give the same bytes. It
+does no I/O. The layout keeps the prefix stable for provider caches:
 
     [tools] [system: persona + guide] [history, in append order] [tail]
 
 The persona is the record's system messages; the guide and the tool schemas are the
 latest ``guide`` and ``tools`` events in the record, so a request can be rebuilt from
-the record alone even after the app registers new kinds. History renders user,
-assistant and tool messages with pairing repaired, and state, rules, notifications and
-branch identity as user-role ``ctx-`` blocks at their place.
+the record alone. History renders user, assistant and tool messages with pairing
+repaired, and sourced blocks at their place. A :class:`ViewCache` makes steady-state
+steps cost O(new events): frozen messages are rendered, serialized and counted once.
 
-A :class:`ViewCache` makes steady-state steps cost O(new events): frozen messages are
-rendered, serialized and counted once. Passing a cache never changes the output.
+:func:`prepare` is the cold form (a fresh cache over ``events``) that rebuilds use;
+agents go through :meth:`ctxline.Context.prepare`, which plans the whole step
+(:func:`ctxline.view.step.plan_step`).
 
     prep = prepare(store.read("demo"), PrepareOptions(provider="openai", model="gpt-4.1"))
     client.chat.completions.create(**prep.body)
@@ -27,40 +28,32 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from ctxline.record.events import (
-    Guide,
-    JsonValue,
-    RequestHeader,
-    StoredEvent,
-    canonical_json,
-)
+from ctxline.record.codec import canonical_json
+from ctxline.record.events import Guide, JsonValue, RequestHeader, StoredEvent
 from ctxline.render.assemble import BodyParts
 from ctxline.render.neutral import NeutralMessage
-from ctxline.sources.blocks import BranchMark
+from ctxline.sources.base import Source
+from ctxline.sources.branch import BranchMark
+from ctxline.sources.defaults import history_sources
 from ctxline.tags import escape
-from ctxline.tokens.counters import CountStore, TokenCounter, get_counter
-from ctxline.view.cache import (
-    FRAMING_TOKENS,
-    PreviousRequest,
-    ViewCache,
-    count_messages,
-    feed_view,
-    message_text,
-    view_messages,
-)
+from ctxline.tokens.counters import CountLookup, TokenCounter, get_counter
+from ctxline.view.cache import PreviousRequest, ViewCache, ViewSetup
+from ctxline.view.measure import FRAMING_TOKENS, ViewMessage, message_text
 from ctxline.view.options import PrepareOptions, StepInputs
-from ctxline.view.report import action_json, pairing_json, prefix_report
+from ctxline.view.report import (
+    Action,
+    Budget,
+    FirstDifference,
+    Pairing,
+    PrefixReport,
+    Report,
+    Section,
+    TokenSections,
+    action_of,
+    shared_prefix,
+)
 
-__all__ = [
-    "FRAMING_TOKENS",
-    "Preparation",
-    "PrepareOptions",
-    "StepInputs",
-    "ViewCache",
-    "message_text",
-    "prepare",
-    "view_messages",
-]
+__all__ = ["Preparation", "prepare", "render_step", "view_messages"]
 
 
 @dataclass(frozen=True)
@@ -69,9 +62,11 @@ class Preparation:
 
     parts: BodyParts
     sha256: str
-    report: dict[str, JsonValue]
+    report: Report
     header: RequestHeader
     guide: Guide | None = None
+    messages: tuple[ViewMessage, ...] = ()
+    """The history of the view, message by message with its tokens and record seq."""
 
     @cached_property
     def body_bytes(self) -> bytes:
@@ -85,58 +80,51 @@ class Preparation:
         return parsed
 
 
-def prepare(
-    events: Sequence[StoredEvent],
-    options: PrepareOptions | None = None,
-    inputs: StepInputs | None = None,
+def _count(cache: ViewCache, setup: ViewSetup, messages: Sequence[NeutralMessage]) -> list[int]:
+    counts = cache.count_texts([message_text(m) for m in messages], setup)
+    return [n + FRAMING_TOKENS for n in counts]
+
+
+def view_messages(cache: ViewCache, setup: ViewSetup) -> list[ViewMessage]:
+    """The history of the cache's view, message by message with its tokens."""
+    frozen = [
+        ViewMessage(m, t) for m, t in zip(cache.builder.frozen, cache.frozen_tokens, strict=True)
+    ]
+    live = cache.builder.open_messages()
+    return frozen + [ViewMessage(m, t) for m, t in zip(live, _count(cache, setup, live), strict=True)]
+
+
+def render_step(
+    cache: ViewCache,
+    setup: ViewSetup,
+    inputs: StepInputs,
     *,
-    branches: Sequence[BranchMark] = (),
-    counter: TokenCounter | None = None,
-    cache: ViewCache | None = None,
-    count_store: CountStore | None = None,
+    extra_actions: Sequence[Action] = (),
+    upto_seq: int | None = None,
 ) -> Preparation:
-    """The request for the next model call on a timeline whose record is ``events``.
-
-    ``events`` are the timeline's stored events in seq order (those after the request
-    point must not be included). ``branches`` are the fork points of the timeline's
-    ancestry (see :class:`~ctxline.sources.blocks.BranchMark`). ``count_store`` keeps the
-    token counts of long messages across processes (the store's token-count table).
-    """
-    options = options or PrepareOptions()
-    inputs = inputs or StepInputs()
-    counter = counter or get_counter(options.tokenizer)
-    cache = cache if cache is not None else ViewCache()
-    if cache.counter_name and cache.counter_name != counter.name:
-        cache.reset(keep_counts=False)
-    cache.counter_name = counter.name
-    feed_view(cache, events, branches, options, counter, count_store)
-    builder = cache.builder
-
+    """The request over what ``cache`` was fed, with ``inputs``; updates the previous request."""
+    options, counter = setup.options, setup.counter
+    rec, builder = cache.record, cache.builder
     frozen = builder.frozen
-    new_frozen = frozen[len(cache.frozen_tokens) :]
-    for n in count_messages(counter, new_frozen, count_store, cache.text_tokens):
+    for n in _count(cache, setup, frozen[len(cache.frozen_tokens) :]):
         cache.frozen_tokens.append(n)
         cache.frozen_prefix_sum.append(cache.frozen_prefix_sum[-1] + n)
     open_messages = builder.open_messages()
     tail_messages = [NeutralMessage("user", "\n".join(inputs.tail))] if inputs.tail else []
     live = [*open_messages, *tail_messages]
-    live_tokens = count_messages(counter, live)
+    live_tokens = _count(cache, setup, live)
 
-    guide_text = cache.guide.text if cache.guide is not None else ""
-    persona = escape("\n\n".join(t for t in cache.system_texts if t))
+    guide_text = rec.guide.text if rec.guide is not None else ""
+    persona = escape("\n\n".join(t for t in rec.system_texts if t))
     system = "\n\n".join(t for t in (persona, guide_text, inputs.system_suffix) if t)
-    tools = cache.tools
+    tools = rec.tools
     tools_json = (
         canonical_json(
-            [
-                {"name": t.name, "description": t.description, "parameters": t.parameters}
-                for t in tools
-            ]
+            [{"name": t.name, "description": t.description, "parameters": t.parameters} for t in tools]
         ).decode()
         if tools
         else ""
     )
-
     if options.provider == "openai":
         parts = cache.openai.assemble(
             system=system,
@@ -145,6 +133,7 @@ def prepare(
             live=live,
             model=options.model,
             max_tokens=options.max_output or None,
+            extra=inputs.body_extra(options.provider),
         )
     else:
         parts = cache.anthropic.assemble(
@@ -156,62 +145,123 @@ def prepare(
             model=options.model,
             max_tokens=options.max_output,
             cache=options.cache,
+            extra=inputs.body_extra(options.provider),
         )
-
-    tokens_tools = counter.count(tools_json) if tools else 0
-    tokens_system = counter.count(system) + FRAMING_TOKENS if system else 0
-    tokens_history = cache.frozen_prefix_sum[-1] + sum(live_tokens[: len(open_messages)])
-    tokens_tail = sum(live_tokens[len(open_messages) :])
-    total = tokens_tools + tokens_system + tokens_history + tokens_tail
-
-    step = cache.last_step + 1
-    fingerprint = (system, tools_json)
-    prefix = prefix_report(
-        cache, fingerprint, frozen, live, live_tokens, tokens_tools + tokens_system
+    sections = TokenSections(
+        tools=cache.count_texts([tools_json], setup)[0] if tools else 0,
+        system=cache.count_texts([system], setup)[0] + FRAMING_TOKENS if system else 0,
+        history=cache.frozen_prefix_sum[-1] + sum(live_tokens[: len(open_messages)]),
+        tail=sum(live_tokens[len(open_messages) :]),
     )
+    total = sections.total
+    step = rec.steps + 1
+    fingerprint = (system, tools_json)
+    prefix = _prefix(cache, fingerprint, frozen, live, live_tokens, sections.tools + sections.system)
     limit = options.input_limit
-    report: dict[str, JsonValue] = {
-        "step": step,
-        "provider": options.provider,
-        "tokenizer": counter.name,
-        "tokens": {
-            "tools": tokens_tools,
-            "system": tokens_system,
-            "history": tokens_history,
-            "tail": tokens_tail,
-            "total": total,
-        },
-        "budget": {
-            "context_window": options.context_window,
-            "max_output": options.max_output,
-            "input_limit": limit,
-            "pressure_line": int(limit * options.pressure),
-            "target": int(limit * options.target),
-            "over_pressure": total > int(limit * options.pressure),
-            "over_limit": total > limit,
-        },
-        "actions": [
-            *(
-                {"action": "drop_dynamic", "items": list(dropped)}
-                for dropped in [inputs.meta.get("dropped_dynamic")]
-                if dropped
-            ),
-            *(
-                {"action": "compact_failed", "reason": reason}
-                for reason in [inputs.meta.get("compaction_failed")]
-                if reason
-            ),
-            *(action_json(r) for r in cache.actions),
-        ],
-        "prefix": prefix,
-        "messages": len(frozen) + len(live),
-        "pairing": pairing_json(builder),
-        "guide_version": cache.guide.version if cache.guide is not None else None,
-        **({"status": inputs.meta["status"]} if "status" in inputs.meta else {}),
-    }
+    status = inputs.meta.get("status")
+    report = Report(
+        step=step,
+        provider=options.provider,
+        tokenizer=counter.name,
+        tokens=sections,
+        budget=Budget(
+            context_window=options.context_window,
+            max_output=options.max_output,
+            input_limit=limit,
+            pressure_line=options.pressure_line,
+            target=options.target_line,
+            over_pressure=total > options.pressure_line,
+            over_limit=total > limit,
+        ),
+        actions=(*extra_actions, *(action_of(r) for r in rec.actions)),
+        prefix=prefix,
+        messages=len(frozen) + len(live),
+        pairing=Pairing.of(builder.report()),
+        guide_version=rec.guide.version if rec.guide is not None else None,
+        status=status if isinstance(status, dict) else None,
+    )
     cache.previous = PreviousRequest(
         step, frozen, len(frozen), cache.generation, fingerprint, live, inputs.tail
     )
-    upto = events[-1].seq if events else 0
-    header = RequestHeader(step, upto, parts.sha256, options.to_json(), inputs.to_json(), report)
-    return Preparation(parts, parts.sha256, report, header, cache.guide)
+    upto = rec.seq if upto_seq is None else upto_seq
+    header = RequestHeader(step, upto, parts.sha256, options.to_json(), inputs.to_json(), report.to_json())
+    history = tuple(
+        [ViewMessage(m, t) for m, t in zip(frozen, cache.frozen_tokens, strict=True)]
+        + [ViewMessage(m, t) for m, t in zip(open_messages, live_tokens, strict=False)]
+    )
+    return Preparation(parts, parts.sha256, report, header, rec.guide, history)
+
+
+def _prefix(
+    cache: ViewCache,
+    fingerprint: tuple[str, str],
+    frozen: Sequence[NeutralMessage],
+    live: Sequence[NeutralMessage],
+    live_tokens: Sequence[int],
+    prefix_tokens: int,
+) -> PrefixReport:
+    prev = cache.previous
+    if prev is None:
+        return PrefixReport()
+    if fingerprint[1] != prev.fingerprint[1]:
+        return _broken(prev, 0, 0, "tools", "the tool schemas changed")
+    if fingerprint[0] != prev.fingerprint[0]:
+        return _broken(prev, 0, 0, "system", "the system prompt changed (persona or guide)")
+    if prev.generation != cache.generation:  # the view was rendered again: compare it whole
+        old = [*prev.frozen[: prev.frozen_count], *prev.live]
+        new = [*frozen, *live]
+        same = shared_prefix(old, new)
+        shared_tokens = prefix_tokens + sum([*cache.frozen_tokens, *live_tokens][:same])
+        if same == len(old):
+            return PrefixReport(prev.step, shared_tokens, same)
+        is_tail = bool(prev.tail) and same == len(old) - 1
+        reason = "the tail is replaced on every step" if is_tail else "a reduction rewrote the view from here"
+        return _broken(prev, same, shared_tokens, "tail" if is_tail else "history", reason)
+    # everything frozen at the previous step is still there; compare what was live then
+    shared = prev.frozen_count
+    now_messages = [*frozen[prev.frozen_count :], *live]
+    now_tokens = [*cache.frozen_tokens[prev.frozen_count :], *live_tokens]
+    shared_tokens = prefix_tokens + cache.frozen_prefix_sum[prev.frozen_count]
+    for i, before in enumerate(prev.live):
+        if i >= len(now_messages) or now_messages[i] != before:
+            is_tail = i >= len(prev.live) - (1 if prev.tail else 0)
+            reason = "the tail is replaced on every step" if is_tail else "a history message changed"
+            return _broken(prev, shared + i, shared_tokens, "tail" if is_tail else "history", reason)
+        shared_tokens += now_tokens[i]
+    return PrefixReport(prev.step, shared_tokens, shared + len(prev.live))
+
+
+def _broken(
+    prev: PreviousRequest, index: int, shared_tokens: int, section: Section, reason: str
+) -> PrefixReport:
+    return PrefixReport(prev.step, shared_tokens, index, FirstDifference(index, section, reason))
+
+
+def prepare(
+    events: Sequence[StoredEvent],
+    options: PrepareOptions | None = None,
+    inputs: StepInputs | None = None,
+    *,
+    branches: Sequence[BranchMark] = (),
+    counter: TokenCounter | None = None,
+    cache: ViewCache | None = None,
+    count_store: CountLookup | None = None,
+    sources: Sequence[Source] | None = None,
+) -> Preparation:
+    """The request over ``events`` (a timeline's stored events in seq order) as they stand.
+
+    Nothing is planned: no guide or tools adoption, no status bar, no reductions — it renders
+    what the record already holds (what a rebuild needs). ``branches`` are the fork points
+    of the timeline's ancestry; ``count_store`` looks up persisted token counts.
+    """
+    options = options or PrepareOptions()
+    counter = counter or get_counter(options.tokenizer)
+    chosen = tuple(sources) if sources is not None else history_sources()
+    setup = ViewSetup(chosen, options, counter, tuple(branches), None, count_store)
+    cache = cache if cache is not None else ViewCache()
+    cache.catch_up(events, setup)
+    return render_step(cache, setup, inputs or StepInputs())
+
+
+def report_json(prep: Preparation) -> dict[str, JsonValue]:
+    return prep.report.to_json()

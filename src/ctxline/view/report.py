@@ -1,119 +1,223 @@
-"""The parts of the preparation report that compare and explain: actions, pairing, prefix.
+"""The preparation report: what a request holds and why, as typed values with a JSON form.
 
-The prefix section says how many tokens the request shares with the previous request
-of the same timeline and, where it broke, the first differing message and why.
+:class:`Report` is what :attr:`~ctxline.view.prepare.Preparation.report` holds and what the
+request header logs (``to_json()``, a stable contract). It is also a read-only mapping
+over that JSON (``report["tokens"]["total"]``), so code that reads logged reports and
+code that reads fresh ones look the same. The prefix section says how many tokens the
+request shares with the previous request of the same timeline and, where it broke, the
+first differing message and why — computed from the record, so it is the same for a
+cold cache and a warm one.
+
+    report = ctx.prepare().report
+    report.tokens.total, report.prefix.first_difference
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
 
-from ctxline.record.events import (
-    JsonValue,
-    Reduction,
-)
-from ctxline.render.neutral import HistoryBuilder, NeutralMessage
-from ctxline.view.cache import PreviousRequest, ViewCache
+from ctxline.record.events import JsonValue, Reduction
+from ctxline.render.neutral import PairingReport
 
-__all__ = ["action_json", "pairing_json", "prefix_report"]
+__all__ = [
+    "Action",
+    "Budget",
+    "FirstDifference",
+    "Pairing",
+    "PrefixReport",
+    "Report",
+    "Section",
+    "TokenSections",
+    "action_of",
+]
 
-
-def action_json(reduction: Reduction) -> dict[str, JsonValue]:
-    out: dict[str, JsonValue] = {"action": reduction.action, "saved_tokens": reduction.saved_tokens}
-    if reduction.action == "fold":
-        out["events"] = sorted(int(k) for k in reduction.refs)
-    elif reduction.action == "trim":
-        out["events"] = list(reduction.seqs)
-    else:
-        out["upto_seq"] = reduction.upto_seq
-        out["kept"] = list(reduction.keep)
-    return out
-
-
-def pairing_json(builder: HistoryBuilder) -> dict[str, JsonValue]:
-    report = builder.report()
-    return {
-        "repaired": list(report.repaired),
-        "orphans": list(report.orphans),
-        "duplicates": list(report.duplicates),
-        "late": list(report.late),
-        "renamed": [list(pair) for pair in report.renamed],
-    }
+Section = Literal["tools", "system", "history", "tail"]
+ActionName = Literal["fold", "trim", "compact", "drop_dynamic", "drop_tools", "compact_failed"]
 
 
-def prefix_report(
-    cache: ViewCache,
-    fingerprint: tuple[str, str],
-    frozen: Sequence[NeutralMessage],
-    live: Sequence[NeutralMessage],
-    live_tokens: Sequence[int],
-    prefix_tokens: int,
-) -> dict[str, JsonValue]:
-    prev = cache.previous
-    if prev is None:
+@dataclass(frozen=True, slots=True)
+class TokenSections:
+    tools: int
+    system: int
+    history: int
+    tail: int
+
+    @property
+    def total(self) -> int:
+        return self.tools + self.system + self.history + self.tail
+
+    def to_json(self) -> dict[str, JsonValue]:
         return {
-            "previous_step": None,
-            "shared_tokens": 0,
-            "shared_messages": 0,
-            "first_difference": None,
+            "tools": self.tools,
+            "system": self.system,
+            "history": self.history,
+            "tail": self.tail,
+            "total": self.total,
         }
-    if fingerprint[1] != prev.fingerprint[1]:
-        return _broken(prev, 0, 0, "tools", "the tool schemas changed")
-    if fingerprint[0] != prev.fingerprint[0]:
-        return _broken(prev, 0, 0, "system", "the system prompt changed (persona or guide)")
-    if prev.generation != cache.generation:  # the view was rendered again: compare it whole
-        old = [*prev.frozen[: prev.frozen_count], *prev.live]
-        new = [*frozen, *live]
-        new_tokens = [*cache.frozen_tokens, *live_tokens]
-        same = 0
-        for a, b in zip(old, new, strict=False):
-            if a != b:
-                break
-            same += 1
-        shared_tokens = prefix_tokens + sum(new_tokens[:same])
-        if same == len(old):
-            return {
-                "previous_step": prev.step,
-                "shared_tokens": shared_tokens,
-                "shared_messages": same,
-                "first_difference": None,
-            }
-        is_tail = bool(prev.tail) and same == len(old) - 1
-        reason = (
-            "the tail is replaced on every step"
-            if is_tail
-            else "a reduction rewrote the view from here"
-        )
-        return _broken(prev, same, shared_tokens, "tail" if is_tail else "history", reason)
-    # everything frozen at the previous step is still there; compare what was live then
-    shared = prev.frozen_count
-    now_messages = [*frozen[prev.frozen_count :], *live]
-    now_tokens = [*cache.frozen_tokens[prev.frozen_count :], *live_tokens]
-    shared_tokens = prefix_tokens + cache.frozen_prefix_sum[prev.frozen_count]
-    for i, before in enumerate(prev.live):
-        if i >= len(now_messages) or now_messages[i] != before:
-            is_tail = i >= len(prev.live) - (1 if prev.tail else 0)
-            reason = (
-                "the tail is replaced on every step" if is_tail else "a history message changed"
-            )
-            return _broken(
-                prev, shared + i, shared_tokens, "tail" if is_tail else "history", reason
-            )
-        shared_tokens += now_tokens[i]
-    return {
-        "previous_step": prev.step,
-        "shared_tokens": shared_tokens,
-        "shared_messages": shared + len(prev.live),
-        "first_difference": None,
-    }
 
 
-def _broken(
-    prev: PreviousRequest, index: int, shared_tokens: int, section: str, reason: str
-) -> dict[str, JsonValue]:
-    return {
-        "previous_step": prev.step,
-        "shared_tokens": shared_tokens,
-        "shared_messages": index,
-        "first_difference": {"message": index, "section": section, "reason": reason},
-    }
+@dataclass(frozen=True, slots=True)
+class Budget:
+    context_window: int
+    max_output: int
+    input_limit: int
+    pressure_line: int
+    target: int
+    over_pressure: bool
+    over_limit: bool
+
+    def to_json(self) -> dict[str, JsonValue]:
+        return {
+            "context_window": self.context_window,
+            "max_output": self.max_output,
+            "input_limit": self.input_limit,
+            "pressure_line": self.pressure_line,
+            "target": self.target,
+            "over_pressure": self.over_pressure,
+            "over_limit": self.over_limit,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    """One change the ladder made to this request's view (or could not make)."""
+
+    action: ActionName
+    saved_tokens: int = 0
+    events: tuple[int, ...] = ()
+    """fold, trim: the record seqs of the results changed."""
+    upto_seq: int = 0
+    kept: tuple[int, ...] = ()
+    """compact: the user messages kept verbatim."""
+    items: tuple[str, ...] = ()
+    """drop_dynamic, drop_tools: the ids dropped."""
+    reason: str = ""
+    """compact_failed: why nothing was compacted."""
+
+    def to_json(self) -> dict[str, JsonValue]:
+        out: dict[str, JsonValue] = {"action": self.action}
+        match self.action:
+            case "fold" | "trim":
+                out.update(saved_tokens=self.saved_tokens, events=list(self.events))
+            case "compact":
+                out.update(saved_tokens=self.saved_tokens, upto_seq=self.upto_seq)
+                out["kept"] = list(self.kept)
+            case "drop_dynamic" | "drop_tools":
+                out["items"] = list(self.items)
+            case "compact_failed":
+                out["reason"] = self.reason
+        return out
+
+
+def action_of(reduction: Reduction) -> Action:
+    if reduction.action == "fold":
+        seqs = tuple(sorted(int(k) for k in reduction.refs))
+        return Action("fold", reduction.saved_tokens, seqs)
+    if reduction.action == "trim":
+        return Action("trim", reduction.saved_tokens, reduction.seqs)
+    return Action(
+        "compact", reduction.saved_tokens, upto_seq=reduction.upto_seq, kept=reduction.keep
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class FirstDifference:
+    message: int
+    section: Section
+    reason: str
+
+    def to_json(self) -> dict[str, JsonValue]:
+        return {"message": self.message, "section": self.section, "reason": self.reason}
+
+
+@dataclass(frozen=True, slots=True)
+class PrefixReport:
+    previous_step: int | None = None
+    shared_tokens: int = 0
+    shared_messages: int = 0
+    first_difference: FirstDifference | None = None
+
+    def to_json(self) -> dict[str, JsonValue]:
+        diff = self.first_difference
+        return {
+            "previous_step": self.previous_step,
+            "shared_tokens": self.shared_tokens,
+            "shared_messages": self.shared_messages,
+            "first_difference": None if diff is None else diff.to_json(),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Pairing:
+    repaired: tuple[str, ...] = ()
+    orphans: tuple[str, ...] = ()
+    duplicates: tuple[str, ...] = ()
+    late: tuple[str, ...] = ()
+    renamed: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def of(cls, report: PairingReport) -> Pairing:
+        return cls(report.repaired, report.orphans, report.duplicates, report.late, report.renamed)
+
+    def to_json(self) -> dict[str, JsonValue]:
+        return {
+            "repaired": list(self.repaired),
+            "orphans": list(self.orphans),
+            "duplicates": list(self.duplicates),
+            "late": list(self.late),
+            "renamed": [list(pair) for pair in self.renamed],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Report(Mapping[str, JsonValue]):
+    """The preparation report of one step (a mapping over :meth:`to_json` too)."""
+
+    step: int
+    provider: str
+    tokenizer: str
+    tokens: TokenSections
+    budget: Budget
+    actions: tuple[Action, ...]
+    prefix: PrefixReport
+    messages: int
+    pairing: Pairing
+    guide_version: str | None
+    status: Mapping[str, JsonValue] | None = None
+
+    def to_json(self) -> dict[str, JsonValue]:
+        out: dict[str, JsonValue] = {
+            "step": self.step,
+            "provider": self.provider,
+            "tokenizer": self.tokenizer,
+            "tokens": self.tokens.to_json(),
+            "budget": self.budget.to_json(),
+            "actions": [a.to_json() for a in self.actions],
+            "prefix": self.prefix.to_json(),
+            "messages": self.messages,
+            "pairing": self.pairing.to_json(),
+            "guide_version": self.guide_version,
+        }
+        if self.status is not None:
+            out["status"] = dict(self.status)
+        return out
+
+    def __getitem__(self, key: str) -> JsonValue:
+        return self.to_json()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.to_json())
+
+    def __len__(self) -> int:
+        return len(self.to_json())
+
+
+def shared_prefix(a: Sequence[object], b: Sequence[object]) -> int:
+    same = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        same += 1
+    return same

@@ -26,6 +26,7 @@ from typing import Protocol, runtime_checkable
 
 from ctxline.errors import DuplicateEventId, PairingError, ValidationError
 from ctxline.record.blobs import BlobStore
+from ctxline.record.codec import canonical_json, event_to_json
 from ctxline.record.events import (
     AssistantMessage,
     Event,
@@ -33,8 +34,6 @@ from ctxline.record.events import (
     Pending,
     StoredEvent,
     ToolResult,
-    canonical_json,
-    event_to_json,
 )
 
 __all__ = [

@@ -70,6 +70,8 @@ class _Session:
 
 
 class MemoryStore:
+    """A store in this process's memory: the contract of every backend, nothing durable."""
+
     def __init__(self, *, clock: Clock = utc_now, new_id: IdFactory = new_ulid) -> None:
         self._clock = clock
         self._new_id = new_id

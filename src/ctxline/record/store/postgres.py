@@ -53,17 +53,8 @@ from ctxline.errors import (
     ValidationError,
 )
 from ctxline.record.blobs import BlobStore, blob_ref, parse_ref, verify
-from ctxline.record.events import (
-    Event,
-    JsonValue,
-    Pending,
-    StoredEvent,
-    ToolResult,
-    canonical_json,
-    event_from_json,
-    format_at,
-    parse_at,
-)
+from ctxline.record.codec import canonical_json, event_from_json, format_at, parse_at
+from ctxline.record.events import Event, JsonValue, Pending, StoredEvent, ToolResult
 from ctxline.record.store.base import (
     MAIN,
     Clock,

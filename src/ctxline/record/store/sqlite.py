@@ -34,16 +34,8 @@ from ctxline.errors import (
     ValidationError,
 )
 from ctxline.record.blobs import BlobStore, blob_ref, parse_ref, verify
-from ctxline.record.events import (
-    Event,
-    JsonValue,
-    Pending,
-    StoredEvent,
-    canonical_json,
-    event_from_json,
-    format_at,
-    parse_at,
-)
+from ctxline.record.codec import canonical_json, event_from_json, format_at, parse_at
+from ctxline.record.events import Event, JsonValue, Pending, StoredEvent
 from ctxline.record.store.base import (
     MAIN,
     Clock,
@@ -108,6 +100,8 @@ class SQLiteBlobs:
 
 
 class SQLiteStore:
+    """The default store: one SQLite file in WAL mode, durable appends, zero set-up."""
+
     def __init__(
         self,
         path: str | os.PathLike[str],

@@ -1,0 +1,176 @@
+"""The one seam for context sources: state, rules, notifications, status, time, todo, …
+
+A source is the component that emits a kind of block and knows how the model should
+read it (seed 000). It is a plain object with six small methods (the :class:`Source`
+Protocol; :class:`BaseSource` gives do-nothing defaults):
+
+- ``kinds()``: the guide lines it always contributes (its ``ctx-`` tags and reading rules);
+- ``fold()``: a fresh :class:`Fold` over the record. The view feeds it every event once,
+  in order; ``feed`` returns the guide kinds that event brings (the guide lists a kind
+  only once the timeline uses it). Folds are caches of the record: a fold fed from the
+  start and one fed incrementally must agree, so a step is the same cold or warm;
+- ``history(event)``: the :class:`Block` an event of its kind shows at its place in
+  history, or None — a pure function of the event;
+- ``step(fold, ctx)``: what it adds to this request (:class:`SourceStep`): events to
+  append before it (an expired rule, a status snapshot), tail items, a system block,
+  and what to log in the request's inputs;
+- ``tools()``: the tools it offers, as (spec, handler) pairs.
+
+Blocks are rendered by ctxline, never by the source: the body and attribute values are
+escaped (:func:`ctxline.tags.escape`), so a source that copies tool output into a
+block cannot forge a tag.
+
+    class Weather(BaseSource):
+        name = "weather"
+        def kinds(self): return (MessageKind("ctx-weather", "today's weather", "Current."),)
+        def step(self, fold, ctx): return SourceStep(tail=(TailItem("weather", Block("ctx-weather", "sunny")),))
+
+    Context(store, "s", sources=[Weather()])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from ctxline.record.events import Event, JsonValue, StoredEvent
+from ctxline.sources.guide import MessageKind
+from ctxline.tags import element, escape
+
+if TYPE_CHECKING:
+    from ctxline.tokens.counters import TokenCounter
+    from ctxline.tools.base import Tool
+    from ctxline.view.options import PrepareOptions
+
+__all__ = [
+    "BaseSource",
+    "Block",
+    "DynamicItem",
+    "Fold",
+    "NoFold",
+    "Source",
+    "SourceStep",
+    "StepContext",
+    "TailItem",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    """A ``ctx-`` element. ctxline escapes ``body`` and the attribute values when rendering."""
+
+    tag: str
+    body: str | None = None
+    attrs: tuple[tuple[str, str | None], ...] = ()
+
+    def render(self) -> str:
+        body = None if self.body is None else escape(self.body)
+        return element(self.tag, body, **dict(self.attrs))
+
+
+@dataclass(frozen=True, slots=True)
+class TailItem:
+    """One block of the tail (the last user-role message, replaced every step).
+
+    Optional items (``required=False``) are dropped under pressure, lowest ``priority``
+    first (rung 2 of the ladder); required ones never are.
+    """
+
+    id: str
+    text: str
+    """The rendered block (``Block.render()``)."""
+    required: bool = True
+    priority: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class DynamicItem:
+    """State the app gives for this request only (seed 003's dynamic context)."""
+
+    id: str
+    text: str
+    required: bool = False
+    priority: int = 0
+    """Higher is kept longer; optional items go lowest priority first under pressure."""
+
+
+@dataclass(frozen=True, slots=True)
+class StepContext:
+    """What a source sees when a request is planned (all of it from the step's inputs)."""
+
+    now: datetime
+    events: Sequence[StoredEvent]
+    """The record so far, in seq order (including this step's earlier events)."""
+    options: PrepareOptions
+    counter: TokenCounter
+    dynamic: tuple[DynamicItem, ...] = ()
+    """The app's dynamic items of this step (evaluated before the step)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SourceStep:
+    """What a source adds to one request."""
+
+    events: tuple[Event, ...] = ()
+    """Appended before the request, in the step's one atomic append."""
+    tail: tuple[TailItem, ...] = ()
+    system: str = ""
+    """A rendered block appended to the system prompt (a cache break whenever it changes)."""
+    meta: Mapping[str, JsonValue] = field(default_factory=dict)
+    """Logged in the request's inputs under the source's name (never rendered)."""
+
+
+class Fold(Protocol):
+    """A running fold over one timeline's record, fed each event once, in seq order."""
+
+    def feed(self, stored: StoredEvent) -> Sequence[MessageKind]:
+        """Take one event; return the guide kinds it brings (usually none)."""
+        ...
+
+
+class NoFold:
+    """The fold of a source that keeps nothing."""
+
+    def feed(self, stored: StoredEvent) -> Sequence[MessageKind]:
+        return ()
+
+
+@runtime_checkable
+class Source(Protocol):
+    """A context source (see the module docstring)."""
+
+    @property
+    def name(self) -> str: ...
+
+    def kinds(self) -> Sequence[MessageKind]: ...
+
+    def fold(self) -> Any: ...
+
+    def history(self, event: Event) -> Block | None: ...
+
+    def step(self, fold: Any, ctx: StepContext) -> SourceStep: ...
+
+    def tools(self) -> Sequence[Tool]: ...
+
+
+class BaseSource:
+    """Do-nothing defaults for a :class:`Source`; override what the source needs."""
+
+    name = "source"
+
+    def kinds(self) -> Sequence[MessageKind]:
+        return ()
+
+    def fold(self) -> Any:
+        return NoFold()
+
+    def history(self, event: Event) -> Block | None:
+        return None
+
+    def step(self, fold: Any, ctx: StepContext) -> SourceStep:
+        return SourceStep()
+
+    def tools(self) -> Sequence[Tool]:
+        return ()

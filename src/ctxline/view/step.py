@@ -1,0 +1,274 @@
+"""Planning a step: a pure function from (record, registrations, step inputs) to what to append.
+
+:func:`plan_step` does everything a model call needs and writes nothing: it adopts the
+guide and the tools when they changed, asks every source for its part (expired rules,
+the status bar, the time, dynamic items), renders and measures the whole request, runs
+the reduction ladder over the pressure line, and returns a :class:`StepPlan` — the
+:class:`~ctxline.view.prepare.Preparation`, the events to append in ONE atomic append
+(ending with the ``request`` header), the blobs the view refers to and the token counts
+it learned. The caller (:class:`ctxline.Context`) hands the plan to the timeline writer.
+
+Same record and inputs, same bytes and same report: the cache only saves work. When it
+is cold and the record has a logged request, that request is rendered first so the
+prefix report compares against it exactly as a warm cache would.
+
+    plan = plan_step(events, setup, StepRequest(now), cache)
+    writer.append(plan.events, expected_seq=plan.head, blobs=plan.blobs)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+
+from ctxline.record.codec import canonical_json
+from ctxline.record.events import (
+    Event,
+    Guide,
+    JsonValue,
+    Pending,
+    Reduction,
+    RequestHeader,
+    StoredEvent,
+    Tools,
+)
+from ctxline.render.neutral import ToolSpec
+from ctxline.sources.base import DynamicItem, StepContext, TailItem
+from ctxline.tokens.counters import TokenCounter, get_counter
+from ctxline.view.cache import Chain, ViewCache, ViewSetup
+from ctxline.view.compaction import Summarizer, extractive_summary
+from ctxline.view.edits import ViewEdits
+from ctxline.view.ladder import DEFAULT_RUNGS, LadderConfig, Rung, run_ladder
+from ctxline.view.measure import ViewMessage
+from ctxline.view.options import PrepareOptions, StepInputs
+from ctxline.view.prepare import Preparation, render_step, view_messages
+from ctxline.view.report import Action, TokenSections
+
+__all__ = ["StepPlan", "StepRequest", "StepSetup", "plan_step", "tool_json"]
+
+
+def tool_json(spec: ToolSpec) -> dict[str, JsonValue]:
+    return {"name": spec.name, "description": spec.description, "parameters": spec.parameters}
+
+
+@dataclass(frozen=True, slots=True)
+class StepSetup:
+    """The registrations a step is planned with (what the app configured)."""
+
+    view: ViewSetup
+    tools: tuple[ToolSpec, ...] = ()
+    """Every tool offered, in order (the app's, the sources', ctxline's built-ins)."""
+    summarizer: Summarizer = extractive_summary
+    rungs: tuple[Rung, ...] = DEFAULT_RUNGS
+    ladder: LadderConfig = field(default_factory=LadderConfig)
+    new_id: Callable[[], str] | None = None
+    """Ids of the planned events (None: the store assigns them; the cache is then
+    re-fed from the stored events)."""
+
+
+@dataclass(frozen=True, slots=True)
+class StepRequest:
+    """The inputs of one step."""
+
+    now: datetime
+    tail: tuple[str, ...] = ()
+    """Blocks the app adds to the tail, rendered by the app."""
+    dynamic: tuple[DynamicItem, ...] = ()
+    tool_choice: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StepPlan:
+    """What one step appends (atomically, at ``head``), and the request it prepared."""
+
+    preparation: Preparation
+    events: tuple[Pending, ...]
+    head: int
+    blobs: tuple[bytes, ...] = ()
+    token_counts: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+
+
+class _Step:
+    """One step under construction: the planned events and the latest rendering."""
+
+    def __init__(
+        self, record: Sequence[StoredEvent], setup: StepSetup, request: StepRequest, cache: ViewCache
+    ) -> None:
+        self.setup, self.request, self.cache = setup, request, cache
+        self.head = record[-1].seq if record else 0
+        self.planned: list[StoredEvent] = []
+        self.chain = Chain(record, self.planned)
+        self.tail_items: list[TailItem] = []
+        self.dropped: list[str] = []
+        self.notes: list[Action] = []
+        self.deferred: list[Reduction] = []
+        self.failures: list[tuple[bool, str]] = []
+        self.system = ""
+        self.meta: dict[str, JsonValue] = {}
+        self.prep: Preparation | None = None
+        self._ids = 0
+
+    # --- planning ---------------------------------------------------------------------
+
+    def add(self, *events: Event) -> None:
+        for event in events:
+            self._ids += 1
+            ident = self.setup.new_id() if self.setup.new_id else f"planned-{self._ids}"
+            seq = self.head + len(self.planned) + 1
+            self.planned.append(StoredEvent(seq, ident, self.request.now, event))
+        self.cache.catch_up(self.chain, self.setup.view)
+
+    def sync_guide(self) -> None:
+        """Adopt the registry's guide for rendering (its event is appended at the end)."""
+        rec = self.cache.record
+        registry = rec.registry(self.setup.view)
+        text = registry.compose()
+        version = registry.version()
+        if (rec.guide.version if rec.guide else None) != version and (text or rec.guide):
+            rec.guide = Guide(version, text)
+
+    def inputs(self) -> StepInputs:
+        tail = (*self.request.tail, *(i.text for i in self.tail_items if i.id not in self.dropped))
+        meta = dict(self.meta)
+        return StepInputs(self.request.now, tail, self.system, meta, self.request.tool_choice)
+
+    def render(self) -> Preparation:
+        self.sync_guide()
+        extra = [*self.notes]
+        if self.dropped:
+            extra.insert(0, Action("drop_dynamic", items=tuple(self.dropped)))
+        self.prep = render_step(self.cache, self.setup.view, self.inputs(), extra_actions=extra)
+        return self.prep
+
+    # --- the Reducer protocol of the ladder --------------------------------------------
+
+    @property
+    def tokens(self) -> TokenSections:
+        assert self.prep is not None
+        return self.prep.report.tokens
+
+    @property
+    def total(self) -> int:
+        return self.tokens.total
+
+    @property
+    def options(self) -> PrepareOptions:
+        return self.setup.view.options
+
+    @property
+    def counter(self) -> TokenCounter:
+        return self.setup.view.counter
+
+    @property
+    def events(self) -> Sequence[StoredEvent]:
+        return self.chain
+
+    @property
+    def edits(self) -> ViewEdits:
+        return self.cache.record.edits
+
+    @property
+    def summarizer(self) -> Summarizer:
+        return self.setup.summarizer
+
+    @property
+    def config(self) -> LadderConfig:
+        return self.setup.ladder
+
+    def view(self) -> list[ViewMessage]:
+        return view_messages(self.cache, self.setup.view)
+
+    def handle(self, seq: int) -> str:
+        from ctxline.record.blobs import blob_ref
+        from ctxline.record.events import ToolResult
+
+        event = self.chain[seq - 1].event
+        assert isinstance(event, ToolResult)
+        return blob_ref(event.content.encode())
+
+    def optional_tail(self) -> list[tuple[str, int]]:
+        return [(i.id, i.priority) for i in self.tail_items if not i.required and i.id not in self.dropped]
+
+    def reduce(self, *reductions: Reduction) -> None:
+        self.add(*reductions)
+        self.render()
+
+    def drop_tail(self, ids: Sequence[str]) -> None:
+        self.dropped = list(ids)
+        self.render()
+
+    def note(self, action: Action) -> None:
+        self.notes.append(action)
+        self.render()
+
+
+def _previous(record: Sequence[StoredEvent], setup: ViewSetup, cache: ViewCache) -> None:
+    """A cold cache first renders the last logged request, as a warm one would have."""
+    if cache.started or cache.previous is not None:
+        return
+    index = next(
+        (i for i in range(len(record) - 1, -1, -1) if isinstance(record[i].event, RequestHeader)),
+        None,
+    )
+    if index is None:
+        return
+    header = record[index].event
+    assert isinstance(header, RequestHeader)
+    options = PrepareOptions.from_json(header.options)
+    counter = setup.counter
+    name = str(header.report.get("tokenizer") or options.tokenizer)
+    if name != counter.name:
+        try:
+            counter = get_counter(name)
+        except Exception:  # an app's own counter: compare with the one given
+            counter = setup.counter
+    then = replace(setup, options=options, counter=counter)
+    cache.catch_up(record[: header.upto_seq], then)
+    render_step(cache, then, StepInputs.from_json(header.inputs))
+
+
+def plan_step(
+    record: Sequence[StoredEvent], setup: StepSetup, request: StepRequest, cache: ViewCache
+) -> StepPlan:
+    """Plan the next request on a timeline whose record is ``record`` (see the module doc).
+
+    Raises :class:`~ctxline.errors.ContextOverflow` when protected content alone exceeds
+    the input limit, :class:`~ctxline.errors.CompactionError` when the last-resort
+    compaction failed; the cache then holds planned events that were never appended:
+    reset it.
+    """
+    _previous(record, setup.view, cache)
+    cache.catch_up(record, setup.view)
+    step = _Step(record, setup, request, cache)
+    rec = cache.record
+    wanted = tuple(tool_json(t) for t in setup.tools)
+    adopted = rec.tools_event.tools if rec.tools_event is not None else None
+    if (adopted is not None or wanted) and canonical_json(list(wanted)) != canonical_json(
+        list(adopted or ())
+    ):
+        step.add(Tools(wanted))
+    ctx = StepContext(request.now, step.chain, setup.view.options, setup.view.counter, request.dynamic)
+    for source in setup.view.sources:
+        part = source.step(rec.folds[source.name], ctx)
+        if part.events:
+            step.add(*part.events)
+        step.tail_items.extend(part.tail)
+        step.system += part.system
+        if part.meta:
+            step.meta[source.name] = dict(part.meta)
+    step.render()
+    run_ladder(step, setup.rungs, setup.ladder)
+    guide, adopted_guide = rec.guide, rec.adopted_guide
+    if guide is not None and (adopted_guide is None or adopted_guide.version != guide.version):
+        step.add(Guide(guide.version, guide.text))
+    prep = step.prep
+    assert prep is not None
+    header = replace(prep.header, upto_seq=step.head + len(step.planned))
+    step.add(header)
+    blobs = tuple(text.encode() for text in cache.new_blobs.values())
+    cache.new_blobs = {}
+    counts = {setup.view.counter.name: dict(cache.learned)} if cache.learned else {}
+    cache.learned = {}
+    pending = tuple(Pending(e.event, e.id, e.at) for e in step.planned)
+    return StepPlan(replace(prep, header=header), pending, step.head, blobs, counts)
