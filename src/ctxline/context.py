@@ -23,6 +23,7 @@ from datetime import datetime
 
 from ctxline.errors import Conflict, CtxlineError, ValidationError
 from ctxline.record.blobs import BlobStore
+from ctxline.record.codec import canonical_json
 from ctxline.record.events import (
     Event,
     JsonValue,
@@ -54,7 +55,7 @@ from ctxline.view.measure import ViewMessage
 from ctxline.view.options import PrepareOptions, StepInputs
 from ctxline.view.prepare import Preparation, render_step, view_messages
 from ctxline.view.rebuild import rebuild_all, rebuild_request
-from ctxline.view.step import StepRequest, StepSetup, plan_step
+from ctxline.view.step import StepRequest, StepSetup, plan_step, tool_json
 
 __all__ = ["BUILTIN_TOOLS", "Context", "branch_marks", "rebuild_all", "rebuild_request"]
 
@@ -130,6 +131,7 @@ class Context:
             self._marks, status=status, status_mode=status_mode, dynamic=dynamic is not None, extra=sources
         )
         self._app_tools: tuple[ToolSpec, ...] = ()
+        self._offered: tuple[tuple[ToolSpec, ...], bytes] | None = None
         self._last: Preparation | None = None
         self.refresh()
 
@@ -230,7 +232,12 @@ class Context:
     def _setup(self, options: PrepareOptions | None) -> StepSetup:
         opts = options or self.options
         view = ViewSetup(self.sources, opts, self.counter, tuple(self._marks), self.guide, self.store)
-        return StepSetup(view, self.offered(), self.summarizer, self.rungs, self.ladder, new_ulid)
+        offered = self.offered()
+        if self._offered is None or self._offered[0] != offered:
+            self._offered = (offered, canonical_json([tool_json(t) for t in offered]))
+        return StepSetup(
+            view, offered, self._offered[1], self.summarizer, self.rungs, self.ladder, new_ulid
+        )
 
     def prepare(
         self,

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, overload
 
 from ctxline.record.blobs import blob_ref
+from ctxline.record.codec import canonical_json
 from ctxline.record.events import (
     Event,
     Guide,
@@ -137,6 +138,8 @@ class RecordFold:
     """The latest ``guide`` event of the record."""
     tools: tuple[ToolSpec, ...] = ()
     tools_event: Tools | None = None
+    tools_bytes: bytes = b""
+    """The canonical JSON of the adopted tool list (compared with what a step offers)."""
     steps: int = 0
     """Requests logged so far (the next step is ``steps + 1``)."""
     last_header: RequestHeader | None = None
@@ -182,6 +185,7 @@ class RecordFold:
                 self.guide = self.adopted_guide = event
             case Tools():
                 self.tools, self.tools_event = tool_specs(event), event
+                self.tools_bytes = canonical_json(list(event.tools))
             case RequestHeader():
                 self.steps += 1
                 self.last_header = event

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
+from functools import lru_cache
 
 from ctxline.errors import ValidationError
 from ctxline.record.codec import format_at, parse_at
@@ -94,12 +95,17 @@ class PrepareOptions:
         return min(1_000, self.input_limit // 4)
 
     def to_json(self) -> dict[str, JsonValue]:
-        return asdict(self)
+        return dict(_options_json(self))
 
     @classmethod
     def from_json(cls, data: Mapping[str, JsonValue]) -> PrepareOptions:
         known = set(cls.__dataclass_fields__)
         return cls(**{k: v for k, v in data.items() if k in known})
+
+
+@lru_cache(maxsize=64)
+def _options_json(options: PrepareOptions) -> dict[str, JsonValue]:
+    return asdict(options)  # options are frozen: their JSON never changes
 
 
 @dataclass(frozen=True, slots=True)

@@ -53,7 +53,24 @@ from ctxline.view.report import (
     shared_prefix,
 )
 
-__all__ = ["Preparation", "prepare", "render_step", "view_messages"]
+__all__ = ["HistoryView", "Preparation", "prepare", "render_step", "view_messages"]
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryView:
+    """The history of one prepared view, by reference: frozen lists only ever grow."""
+
+    frozen: Sequence[NeutralMessage] = ()
+    frozen_tokens: Sequence[int] = ()
+    count: int = 0
+    open: Sequence[NeutralMessage] = ()
+    open_tokens: Sequence[int] = ()
+
+    def messages(self) -> list[ViewMessage]:
+        frozen = zip(self.frozen[: self.count], self.frozen_tokens[: self.count], strict=True)
+        out = [ViewMessage(m, t) for m, t in frozen]
+        out.extend(ViewMessage(m, t) for m, t in zip(self.open, self.open_tokens, strict=True))
+        return out
 
 
 @dataclass(frozen=True)
@@ -65,8 +82,12 @@ class Preparation:
     report: Report
     header: RequestHeader
     guide: Guide | None = None
-    messages: tuple[ViewMessage, ...] = ()
-    """The history of the view, message by message with its tokens and record seq."""
+    history: HistoryView = HistoryView()
+
+    @cached_property
+    def messages(self) -> tuple[ViewMessage, ...]:
+        """The history of the view, message by message with its tokens and record seq."""
+        return tuple(self.history.messages())
 
     @cached_property
     def body_bytes(self) -> bytes:
@@ -185,9 +206,8 @@ def render_step(
     )
     upto = rec.seq if upto_seq is None else upto_seq
     header = RequestHeader(step, upto, parts.sha256, options.to_json(), inputs.to_json(), report.to_json())
-    history = tuple(
-        [ViewMessage(m, t) for m, t in zip(frozen, cache.frozen_tokens, strict=True)]
-        + [ViewMessage(m, t) for m, t in zip(open_messages, live_tokens, strict=False)]
+    history = HistoryView(
+        frozen, cache.frozen_tokens, len(frozen), open_messages, live_tokens[: len(open_messages)]
     )
     return Preparation(parts, parts.sha256, report, header, rec.guide, history)
 

@@ -59,6 +59,8 @@ class StepSetup:
     view: ViewSetup
     tools: tuple[ToolSpec, ...] = ()
     """Every tool offered, in order (the app's, the sources', ctxline's built-ins)."""
+    tools_json: bytes | None = None
+    """The canonical JSON of ``tools`` as a ``tools`` event holds it (computed when None)."""
     summarizer: Summarizer = extractive_summary
     rungs: tuple[Rung, ...] = DEFAULT_RUNGS
     ladder: LadderConfig = field(default_factory=LadderConfig)
@@ -242,12 +244,11 @@ def plan_step(
     cache.catch_up(record, setup.view)
     step = _Step(record, setup, request, cache)
     rec = cache.record
-    wanted = tuple(tool_json(t) for t in setup.tools)
-    adopted = rec.tools_event.tools if rec.tools_event is not None else None
-    if (adopted is not None or wanted) and canonical_json(list(wanted)) != canonical_json(
-        list(adopted or ())
-    ):
-        step.add(Tools(wanted))
+    wanted_json = setup.tools_json
+    if wanted_json is None:
+        wanted_json = canonical_json([tool_json(t) for t in setup.tools])
+    if (rec.tools_event is not None or setup.tools) and wanted_json != rec.tools_bytes:
+        step.add(Tools(tuple(tool_json(t) for t in setup.tools)))
     ctx = StepContext(request.now, step.chain, setup.view.options, setup.view.counter, request.dynamic)
     for source in setup.view.sources:
         part = source.step(rec.folds[source.name], ctx)
