@@ -219,7 +219,9 @@ def view_to_items(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, JsonV
     """Chat Completions messages of ctxline's view as Responses input items.
 
     Calls keep their call id but carry no item ``id``, so the Responses API never looks
-    for a reasoning item the view does not hold.
+    for a reasoning item the view does not hold. An assistant message with text and calls
+    becomes an output ``message`` item (id ``msg_`` + a hash of its call ids) and then
+    its ``function_call`` items.
     """
     names = call_names(messages)
     items: list[dict[str, JsonValue]] = []
@@ -232,8 +234,21 @@ def view_to_items(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, JsonV
                 {"type": "function_call_output", "call_id": call_id, "output": m["content"]}
             )
         elif role == "assistant":
-            if m.get("content") is not None or not m.get("tool_calls"):
+            calls = m.get("tool_calls") or ()
+            if not calls:
                 items.append({"role": "assistant", "content": m.get("content") or ""})
+            elif m.get("content") is not None:
+                # the output-message form (it needs an id) keeps the text and the calls one
+                # turn in the SDK's Chat Completions mapping; an easy message would split them
+                items.append(
+                    {
+                        "type": "message",
+                        "role": "assistant",
+                        "id": "msg_" + item_key([c["id"] for c in calls]),
+                        "status": "completed",
+                        "content": [{"type": "output_text", "text": m["content"], "annotations": []}],
+                    }
+                )
             for call in m.get("tool_calls") or ():
                 fn = call["function"]
                 items.append(

@@ -158,8 +158,10 @@ def view_to_messages(
                     )
             out.append(AIMessage(content=m.get("content") or "", tool_calls=calls, invalid_tool_calls=invalid))
         elif role == "tool":
+            # no name: Chat Completions tool messages carry none, and LangChain would send it
             call_id = str(m["tool_call_id"])
-            out.append(ToolMessage(content=str(m["content"]), tool_call_id=call_id, name=names.get(call_id)))
+            assert call_id in names, f"tool message {call_id!r} has no call in the view"
+            out.append(ToolMessage(content=str(m["content"]), tool_call_id=call_id))
         else:
             out.append(HumanMessage(content=str(m.get("content") or "")))
     return out

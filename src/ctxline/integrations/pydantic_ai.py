@@ -113,7 +113,7 @@ class CtxlineCapability(AbstractCapability[Any]):
         self, ctx: RunContext[Any], request_context: ModelRequestContext
     ) -> ModelRequestContext:
         params = request_context.model_request_parameters
-        instructions = "\n\n".join(p.content for p in params.instruction_parts if p.content)
+        instructions = "\n\n".join(p.content for p in params.instruction_parts or () if p.content)
         specs = [
             ToolSpec(t.name, t.description or "", dict(t.parameters_json_schema))
             for t in params.function_tools

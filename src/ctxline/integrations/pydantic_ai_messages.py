@@ -5,8 +5,10 @@ made of parts. The mapping, part by part:
 
 - ``SystemPromptPart`` → system message; ``UserPromptPart`` → user message (its text
   items joined; images and files are recorded opaque beside it, the view is text);
-- ``ToolReturnPart`` → tool result; a ``RetryPromptPart`` for a tool → an error tool
-  result (its ``model_response()`` text), one without a tool → a user message;
+- ``ToolReturnPart`` → tool result, an error one when its ``outcome`` is an error
+  (failed, denied, retried, …; the text without Pydantic AI's ``{"error": …}`` wrapper,
+  since ctxline's view marks errors its own way); a legacy ``RetryPromptPart`` for a
+  tool → an error tool result (its ``model_response()`` text), one without → a user message;
 - a ``ModelResponse`` → one assistant message: ``TextPart`` s joined by a blank line,
   ``ToolCallPart`` s as its calls (arguments parsed when they are JSON);
 - every other part (thinking, native tool calls, files, instruction deltas, …) → an
@@ -41,6 +43,7 @@ from ctxline.text import clean_json, clean_text
 
 try:
     from pydantic_ai.messages import (
+        ERROR_OUTCOMES,
         ModelMessage,
         ModelMessagesTypeAdapter,
         ModelRequest,
@@ -92,7 +95,7 @@ def _part_summary(part: ModelRequestPart | ModelResponsePart) -> JsonValue:
     if isinstance(part, ToolCallPart):
         return ["call", part.tool_call_id, part.tool_name, part.args_as_json_str()]
     if isinstance(part, ToolReturnPart):
-        return ["return", part.tool_call_id, part.tool_name, part.model_response_str()]
+        return ["return", part.tool_call_id, part.tool_name, part.outcome, part.model_response_str()]
     if isinstance(part, RetryPromptPart):
         return ["retry", part.tool_call_id, part.tool_name or "", part.model_response()]
     if isinstance(part, UserPromptPart | SystemPromptPart | TextPart):
@@ -120,7 +123,9 @@ def _request_events(
         elif isinstance(part, ToolReturnPart):
             call_id = clean_text(part.tool_call_id)
             name = clean_text(part.tool_name) or tool_name(call_id)
-            out.append(ToolResult(call_id, clean_text(part.model_response_str()), name))
+            failed = part.outcome in ERROR_OUTCOMES
+            text = clean_text(part.model_response_str(wrap_if_error=False))
+            out.append(ToolResult(call_id, text, name, failed))
         elif isinstance(part, RetryPromptPart) and part.tool_name:
             call_id = clean_text(part.tool_call_id)
             text = clean_text(part.model_response())
