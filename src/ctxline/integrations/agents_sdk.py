@@ -250,9 +250,16 @@ class CtxlineSession:
 
     async def clear_session(self) -> None:
         with self.bridge.lock:
-            self._fork(0, after=None)
+            self._fork(0, after=None, parent=self._root())
 
-    def _fork(self, at_seq: int, *, after: int | None) -> None:
+    def _root(self) -> str:
+        """The first timeline of this one's ancestry (a fork at 0 of it holds nothing)."""
+        info = self.store.timeline(self.session_id, self.ctx.timeline)
+        while info.parent is not None:
+            info = self.store.timeline(self.session_id, info.parent)
+        return info.name
+
+    def _fork(self, at_seq: int, *, after: int | None, parent: str | None = None) -> None:
         """Go on in a new fork at ``at_seq``; the app's own events after ``after`` follow."""
         carried = [
             ev.event
@@ -264,7 +271,7 @@ class CtxlineSession:
         while f"{self.base_timeline}~{n}" in names:
             n += 1
         name = f"{self.base_timeline}~{n}"
-        self.store.fork(self.session_id, self.ctx.timeline, at_seq, name)
+        self.store.fork(self.session_id, parent or self.ctx.timeline, at_seq, name)
         self._switch(name)
         if carried:
             self.ctx.append(*carried)
@@ -274,6 +281,3 @@ def _app_event(event: Event) -> bool:
     """Events the app appended itself (state, rules, notifications, todo), kept across a pop."""
     return event.kind in ("state", "rule", "notification", "todo") and framework_info(event) is None
 
-
-def _items(events: Sequence[StoredEvent]) -> list[JsonValue]:
-    return events_to_items([(ev.event, _raw_of(ev.event)) for ev in events])
