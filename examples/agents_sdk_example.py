@@ -28,7 +28,9 @@ def read_log(name: str) -> str:
 def show(prep: Preparation) -> None:
     tokens = prep.report["tokens"]
     actions = [a["action"] for a in prep.report["actions"]]
-    print(f"step {prep.header.step}: {tokens['total']} tokens (history {tokens['history']}) {actions}")
+    print(
+        f"step {prep.header.step}: {tokens['total']} tokens (history {tokens['history']}) {actions}"
+    )
 
 
 async def main() -> None:
@@ -40,7 +42,9 @@ async def main() -> None:
     def read_back(call: object) -> ModelStep:
         text = str(call.input[-1]["output"])  # type: ignore[attr-defined]
         handle["h"] = text.split('handle="')[1].split('"')[0]
-        return ModelStep(output=[function_call("read_result", {"handle": handle["h"], "page": 1}, call_id="c2")])
+        return ModelStep(
+            output=[function_call("read_result", {"handle": handle["h"], "page": 1}, call_id="c2")]
+        )
 
     model = ScriptedModel(
         [
@@ -49,15 +53,23 @@ async def main() -> None:
             ModelStep(output=[assistant_message("Job 399 exited with 0.")]),
         ]
     )
-    agent = Agent(name="ops", instructions="Answer from the logs.", model=model,
-                  tools=[read_log, *session.tools])
+    agent = Agent(
+        name="ops",
+        instructions="Answer from the logs.",
+        model=model,
+        tools=[read_log, *session.tools],
+    )
     config = RunConfig(call_model_input_filter=session.input_filter, tracing_disabled=True)
-    result = await Runner.run(agent, "How did the last nightly job end?", session=session, run_config=config)
+    result = await Runner.run(
+        agent, "How did the last nightly job end?", session=session, run_config=config
+    )
     print("final:", result.final_output)
     preview = model.calls[1].input[-1]["output"]
     print("the model saw a preview:", str(preview).startswith("[output shown as a preview"))
     rebuilt = sum(session.ctx.rebuild(h.step) is not None for h in session.ctx.requests())
-    print(f"rebuilt {rebuilt} requests byte for byte; {len(await session.get_items())} items in the session")
+    print(
+        f"rebuilt {rebuilt} requests byte for byte; {len(await session.get_items())} items in the session"
+    )
 
 
 if __name__ == "__main__":

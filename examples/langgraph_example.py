@@ -28,17 +28,28 @@ class FakeModel(GenericFakeChatModel):
 
 def show(prep: Preparation) -> None:
     tokens = prep.report["tokens"]
-    print(f"step {prep.header.step}: {tokens['total']} tokens, {len(prep.body['messages'])} messages")
+    print(
+        f"step {prep.header.step}: {tokens['total']} tokens, {len(prep.body['messages'])} messages"
+    )
 
 
 def main() -> None:
     store = MemoryStore()
-    replies = iter([
-        AIMessage("Noted: your order number is 4471."),
-        AIMessage("", tool_calls=[{"name": "search_history", "args": {"query": "order number"}, "id": "c1"}]),
-        AIMessage("Your order number is 4471."),
-    ])
-    middleware = CtxlineMiddleware(lambda thread: Context(store, f"thread-{thread}"), on_prepare=show)
+    replies = iter(
+        [
+            AIMessage("Noted: your order number is 4471."),
+            AIMessage(
+                "",
+                tool_calls=[
+                    {"name": "search_history", "args": {"query": "order number"}, "id": "c1"}
+                ],
+            ),
+            AIMessage("Your order number is 4471."),
+        ]
+    )
+    middleware = CtxlineMiddleware(
+        lambda thread: Context(store, f"thread-{thread}"), on_prepare=show
+    )
     agent = create_agent(
         FakeModel(messages=replies),
         tools=ctxline_tools(Context(store, "thread-1")),
@@ -48,7 +59,9 @@ def main() -> None:
     )
     config: Any = {"configurable": {"thread_id": "1"}}
     agent.invoke({"messages": [{"role": "user", "content": "My order number is 4471."}]}, config)
-    state = agent.invoke({"messages": [{"role": "user", "content": "What was my order number?"}]}, config)
+    state = agent.invoke(
+        {"messages": [{"role": "user", "content": "What was my order number?"}]}, config
+    )
     messages: list[BaseMessage] = state["messages"]
     print("search_history said:", str(messages[-2].content).splitlines()[0])
     print("final:", messages[-1].content)

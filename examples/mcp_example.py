@@ -21,7 +21,11 @@ async def main() -> None:
     agent.append(
         UserMessage("Why did the deploy fail?"),
         AssistantMessage(tool_calls=(ToolCall("c1", "deploy_log"),)),
-        ToolResult("c1", "step 3/9 ok\n" * 300 + "ERROR: certificate expired for api.example.com", "deploy_log"),
+        ToolResult(
+            "c1",
+            "step 3/9 ok\n" * 300 + "ERROR: certificate expired for api.example.com",
+            "deploy_log",
+        ),
     )
     async with Client(build_server(Context(store, "mcp-demo", create=False))) as client:
         tools = await client.list_tools()
@@ -33,8 +37,15 @@ async def main() -> None:
         page = await client.call_tool("read_result", {"handle": handle, "page": 1})
         body = page.content[0].text if isinstance(page.content[0], TextContent) else ""
         print("read_result:", body.splitlines()[0])
-        todo = await client.call_tool("todo_write", {"items": [{"id": "1", "content": "Renew the certificate"}]})
-        print("todo:", todo.content[0].text.splitlines()[0] if isinstance(todo.content[0], TextContent) else "")
+        todo = await client.call_tool(
+            "todo_write", {"items": [{"id": "1", "content": "Renew the certificate"}]}
+        )
+        print(
+            "todo:",
+            todo.content[0].text.splitlines()[0]
+            if isinstance(todo.content[0], TextContent)
+            else "",
+        )
         bad = await client.call_tool("todo_update", {"id": "9", "status": "completed"})
         print("error is flagged:", bad.is_error)
     print("record:", [e.kind for e in store.read("mcp-demo")])

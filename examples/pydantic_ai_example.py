@@ -19,7 +19,13 @@ from ctxline import Context, MemoryStore, Preparation
 from ctxline.integrations.pydantic_ai import CtxlineCapability
 
 REPLIES = [
-    ModelResponse(parts=[ToolCallPart("todo_write", {"items": [{"id": "1", "content": "Check the ticket"}]}, "c1")]),
+    ModelResponse(
+        parts=[
+            ToolCallPart(
+                "todo_write", {"items": [{"id": "1", "content": "Check the ticket"}]}, "c1"
+            )
+        ]
+    ),
     ModelResponse(parts=[ToolCallPart("ticket", {"number": 7}, "c2")]),
     ModelResponse(parts=[TextPart("Ticket 7 asks for a refund.")]),
 ]
@@ -33,13 +39,18 @@ def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
 
 def show(prep: Preparation) -> None:
     tokens = prep.report["tokens"]
-    print(f"step {prep.header.step}: {tokens['total']} tokens (tools {tokens['tools']}, history {tokens['history']})")
+    print(
+        f"step {prep.header.step}: {tokens['total']} tokens (tools {tokens['tools']}, history {tokens['history']})"
+    )
 
 
 async def main() -> None:
     ctx = Context(MemoryStore(), "pydantic-demo")
-    agent = Agent(FunctionModel(model), instructions="You are a support agent.",
-                  capabilities=[CtxlineCapability(ctx, on_prepare=show)])
+    agent = Agent(
+        FunctionModel(model),
+        instructions="You are a support agent.",
+        capabilities=[CtxlineCapability(ctx, on_prepare=show)],
+    )
 
     @agent.tool_plain
     def ticket(number: int) -> str:
@@ -52,7 +63,9 @@ async def main() -> None:
     assert isinstance(last, ToolReturnPart)
     print("tool output as the model saw it:", last.content)
     print("todo in the record:", [e.event.items[0].content for e in ctx.events if e.kind == "todo"])
-    print(f"the run kept {len(result.all_messages())} messages; ctxline logged {len(ctx.requests())} requests")
+    print(
+        f"the run kept {len(result.all_messages())} messages; ctxline logged {len(ctx.requests())} requests"
+    )
 
 
 if __name__ == "__main__":

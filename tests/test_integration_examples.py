@@ -23,7 +23,7 @@ EXPECTED = {
         "the run kept 6 messages; ctxline logged 3 requests",
     ],
     "langgraph_example.py": [
-        "search_history said: 3 results for \"order number\" (best first):",
+        'search_history said: 3 results for "order number" (best first):',
         "final: Your order number is 4471.",
         "sessions: ['thread-1']",
     ],
@@ -40,7 +40,10 @@ EXPECTED = {
 def test_example_runs_offline(name: str) -> None:
     proc = subprocess.run(
         [sys.executable, str(EXAMPLES / name)],
-        capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
     )
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()

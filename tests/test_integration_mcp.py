@@ -51,16 +51,20 @@ def test_in_process_results_are_exactly_run_builtin(tmp_path: Path) -> None:
                 (s.name, s.parameters) for s in specs
             ]
             hit = await client.call_tool("search_history", {"query": "certificate"})
-            assert _text(hit) == expected.content and hit.is_error is False
+            assert _text(hit) == expected.content
+            assert hit.is_error is False
             assert TAG_PATTERN.search(_text(hit)) is None
             handle = _text(hit).split("handle ")[1].split(" ")[0]
             page = await client.call_tool("read_result", {"handle": handle, "page": 1})
             direct = ctx.run_builtin(ToolCall("y", "read_result", {"handle": handle, "page": 1}))
-            assert direct is not None and _text(page) == direct.content
+            assert direct is not None
+            assert _text(page) == direct.content
             missing = await client.call_tool("read_result", {"handle": "sha256:" + "0" * 64})
-            assert missing.is_error is True and "material unavailable" in _text(missing)
+            assert missing.is_error is True
+            assert "material unavailable" in _text(missing)
             todo = await client.call_tool("todo_update", {"id": "1", "status": "completed"})
-            assert todo.is_error is True and "list is empty" in _text(todo)
+            assert todo.is_error is True
+            assert "list is empty" in _text(todo)
             with pytest.raises(MCPError, match="unknown tool"):
                 await client.call_tool("rm_rf", {})
 
@@ -71,11 +75,15 @@ def test_over_stdio_with_the_command(tmp_path: Path) -> None:
     db = tmp_path / "c.db"
     ctx = _seed(db)
     ctx.store.close()
-    params = StdioServerParameters(command=CTXLINE, args=["mcp", "--db", str(db), "--session", "s1"])
+    params = StdioServerParameters(
+        command=CTXLINE, args=["mcp", "--db", str(db), "--session", "s1"]
+    )
 
     async def main() -> None:
         async with Client(params) as client:
-            wrote = await client.call_tool("todo_write", {"items": [{"id": "1", "content": "renew"}]})
+            wrote = await client.call_tool(
+                "todo_write", {"items": [{"id": "1", "content": "renew"}]}
+            )
             assert _text(wrote).startswith("The TODO list now has 1 item")
             done = await client.call_tool("todo_update", {"id": "1", "status": "completed"})
             assert done.is_error is False
@@ -89,7 +97,11 @@ def test_unknown_session_exits_2(tmp_path: Path) -> None:
     _seed(tmp_path / "c.db").store.close()
     proc = subprocess.run(
         [CTXLINE, "mcp", "--db", str(tmp_path / "c.db"), "--session", "nope"],
-        capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
     )
     assert proc.returncode == 2
-    assert "no session 'nope'" in proc.stderr and proc.stdout == ""
+    assert "no session 'nope'" in proc.stderr
+    assert proc.stdout == ""

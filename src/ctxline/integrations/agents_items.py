@@ -194,7 +194,9 @@ def events_to_items(events: Sequence[tuple[Event, Sequence[JsonValue]]]) -> list
         if isinstance(event, AssistantMessage):
             n = 0  # the calls are in item order; a kept message item is never a call
             for kept in list(raw) or [None] * len(event.tool_calls):
-                is_call = kept is None or (isinstance(kept, dict) and kept.get("type") == "function_call")
+                is_call = kept is None or (
+                    isinstance(kept, dict) and kept.get("type") == "function_call"
+                )
                 if kept is None:
                     kept = _default_call(event.tool_calls[n])
                 items.append(kept)
@@ -246,7 +248,9 @@ def view_to_items(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, JsonV
                         "role": "assistant",
                         "id": "msg_" + item_key([c["id"] for c in calls]),
                         "status": "completed",
-                        "content": [{"type": "output_text", "text": m["content"], "annotations": []}],
+                        "content": [
+                            {"type": "output_text", "text": m["content"], "annotations": []}
+                        ],
                     }
                 )
             for call in m.get("tool_calls") or ():

@@ -25,7 +25,7 @@ prefix, offload previews, status bar and a logged, rebuildable request.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from ctxline.context import Context
@@ -109,7 +109,9 @@ class CtxlineInputFilter:
         bridge: Bridge | Callable[[], Bridge],
         on_prepare: Callable[[Preparation], None] | None = None,
     ) -> None:
-        self._bridge = bridge if callable(bridge) and not isinstance(bridge, Bridge) else (lambda: bridge)
+        self._bridge = (
+            bridge if callable(bridge) and not isinstance(bridge, Bridge) else (lambda: bridge)
+        )
         self.on_prepare = on_prepare
         self.last: Preparation | None = None
 
@@ -184,9 +186,11 @@ class CtxlineSession:
             ctx.session,
             ctx.store,
             timeline=ctx.timeline,
-            make_context=lambda name: ctx
-            if name == ctx.timeline
-            else Context(ctx.store, ctx.session, name, options=options, counter=ctx.counter),
+            make_context=lambda name: (
+                ctx
+                if name == ctx.timeline
+                else Context(ctx.store, ctx.session, name, options=options, counter=ctx.counter)
+            ),
             **kwargs,
         )
 
@@ -216,7 +220,9 @@ class CtxlineSession:
 
     async def get_items(self, limit: int | None = None) -> list[Any]:
         with self.bridge.lock:
-            items = events_to_items([(ev.event, _raw_of(ev.event)) for ev in self._framework_events()])
+            items = events_to_items(
+                [(ev.event, _raw_of(ev.event)) for ev in self._framework_events()]
+            )
         if limit is not None:
             items = items[-limit:] if limit > 0 else []
         return items
@@ -227,9 +233,10 @@ class CtxlineSession:
             # items the input filter recorded before the SDK saved them are not added twice
             ahead = bridge.recorded - self._cursor
             skip = 0
-            while skip < min(ahead, len(items)) and responses_key(items[skip]) == bridge._keys[
-                self._cursor + skip
-            ]:
+            while (
+                skip < min(ahead, len(items))
+                and responses_key(items[skip]) == bridge._keys[self._cursor + skip]
+            ):
                 skip += 1
             bridge.record(items_to_events(items[skip:], bridge.tool_name))
             self._cursor = bridge.recorded
@@ -280,4 +287,3 @@ class CtxlineSession:
 def _app_event(event: Event) -> bool:
     """Events the app appended itself (state, rules, notifications, todo), kept across a pop."""
     return event.kind in ("state", "rule", "notification", "todo") and framework_info(event) is None
-

@@ -128,9 +128,7 @@ def _check_untrusted(event: Event, framework: str) -> None:
         return
     if isinstance(event, UnknownEvent) and event.kind.startswith(f"{framework}."):
         return
-    raise ValidationError(
-        f"{framework} input may not become a {event.kind!r} event", field="kind"
-    )
+    raise ValidationError(f"{framework} input may not become a {event.kind!r} event", field="kind")
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,9 +234,13 @@ class Bridge:
         if len(items) >= n and first == keys[0] and key(items[n - 1]) == keys[-1]:
             return items[n:]
         view = self._view
-        if view and len(items) >= len(view) and first == view[0]:
-            if key(items[len(view) - 1]) == view[-1]:
-                return items[len(view) :]
+        if (
+            view
+            and len(items) >= len(view)
+            and first == view[0]
+            and key(items[len(view) - 1]) == view[-1]
+        ):
+            return items[len(view) :]
         for p in reversed(self._positions.get(first, [])):
             m = n - p
             if m <= len(items) and key(items[m - 1]) == keys[-1]:
@@ -299,7 +301,3 @@ class Bridge:
     def prepare(self, *, now: datetime | None = None) -> Preparation:
         return self.ctx.prepare(now=now)
 
-
-def known_call(calls: Mapping[str, ToolCall], call_id: str) -> str:
-    call = calls.get(call_id)
-    return call.name if call is not None else ""

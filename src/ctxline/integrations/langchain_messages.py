@@ -84,7 +84,11 @@ def _calls(message: AIMessage) -> tuple[ToolCall, ...]:
         for c in message.tool_calls
     ]
     calls += [
-        ToolCall(clean_text(c.get("id") or ""), clean_text(c.get("name") or ""), clean_text(c.get("args") or ""))
+        ToolCall(
+            clean_text(c.get("id") or ""),
+            clean_text(c.get("name") or ""),
+            clean_text(c.get("args") or ""),
+        )
         for c in message.invalid_tool_calls
     ]
     return tuple(calls)
@@ -129,9 +133,7 @@ def messages_to_events(
     return out
 
 
-def view_to_messages(
-    messages: Sequence[Mapping[str, Any]], system: str = ""
-) -> list[BaseMessage]:
+def view_to_messages(messages: Sequence[Mapping[str, Any]], system: str = "") -> list[BaseMessage]:
     """Chat Completions messages of ctxline's view as LangChain messages.
 
     ``system`` (ctxline's system text), when given, comes first as a ``SystemMessage``.
@@ -150,13 +152,24 @@ def view_to_messages(
                 except ValueError:
                     args = None
                 if isinstance(args, dict):
-                    calls.append({"name": fn["name"], "args": args, "id": call["id"], "type": "tool_call"})
+                    calls.append(
+                        {"name": fn["name"], "args": args, "id": call["id"], "type": "tool_call"}
+                    )
                 else:
                     invalid.append(
-                        {"name": fn["name"], "args": fn["arguments"], "id": call["id"],
-                         "error": None, "type": "invalid_tool_call"}
+                        {
+                            "name": fn["name"],
+                            "args": fn["arguments"],
+                            "id": call["id"],
+                            "error": None,
+                            "type": "invalid_tool_call",
+                        }
                     )
-            out.append(AIMessage(content=m.get("content") or "", tool_calls=calls, invalid_tool_calls=invalid))
+            out.append(
+                AIMessage(
+                    content=m.get("content") or "", tool_calls=calls, invalid_tool_calls=invalid
+                )
+            )
         elif role == "tool":
             # no name: Chat Completions tool messages carry none, and LangChain would send it
             call_id = str(m["tool_call_id"])

@@ -51,7 +51,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
     raise MissingExtra("langgraph", "langchain") from exc
 
-__all__ = ["CtxlineMiddleware", "Contexts", "ctxline_tools", "pre_model_hook", "tool_spec"]
+__all__ = ["Contexts", "CtxlineMiddleware", "ctxline_tools", "pre_model_hook", "tool_spec"]
 
 Contexts = Context | Callable[[str], Context]
 """One Context for one conversation, or thread id → Context."""
@@ -82,7 +82,9 @@ def _runner(ctx: Context, name: str) -> Callable[..., str]:
 def tool_spec(tool: BaseTool | dict[str, Any]) -> ToolSpec:
     """A LangChain tool (or OpenAI tool dict) as the schema ctxline offers."""
     fn = convert_to_openai_tool(tool)["function"]
-    return ToolSpec(str(fn["name"]), str(fn.get("description") or ""), dict(fn.get("parameters") or {}))
+    return ToolSpec(
+        str(fn["name"]), str(fn.get("description") or ""), dict(fn.get("parameters") or {})
+    )
 
 
 class _Threads:
@@ -97,10 +99,12 @@ class _Threads:
         if isinstance(self.contexts, Context):
             key, make = "", lambda: self.contexts
         else:
-            configurable = (get_config().get("configurable") or {})
+            configurable = get_config().get("configurable") or {}
             thread = configurable.get("thread_id")
             if thread is None:
-                raise ValueError("ctxline needs a thread_id in config['configurable'] to pick the session")
+                raise ValueError(
+                    "ctxline needs a thread_id in config['configurable'] to pick the session"
+                )
             key = str(thread)
             factory = self.contexts
             make = lambda: factory(key)  # noqa: E731

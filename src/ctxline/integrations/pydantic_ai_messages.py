@@ -95,7 +95,13 @@ def _part_summary(part: ModelRequestPart | ModelResponsePart) -> JsonValue:
     if isinstance(part, ToolCallPart):
         return ["call", part.tool_call_id, part.tool_name, part.args_as_json_str()]
     if isinstance(part, ToolReturnPart):
-        return ["return", part.tool_call_id, part.tool_name, part.outcome, part.model_response_str()]
+        return [
+            "return",
+            part.tool_call_id,
+            part.tool_name,
+            part.outcome,
+            part.model_response_str(),
+        ]
     if isinstance(part, RetryPromptPart):
         return ["retry", part.tool_call_id, part.tool_name or "", part.model_response()]
     if isinstance(part, UserPromptPart | SystemPromptPart | TextPart):
@@ -108,9 +114,7 @@ def message_key(message: ModelMessage) -> str:
     return item_key([message.kind, [_part_summary(p) for p in message.parts]])
 
 
-def _request_events(
-    message: ModelRequest, tool_name: Callable[[str], str]
-) -> list[Event]:
+def _request_events(message: ModelRequest, tool_name: Callable[[str], str]) -> list[Event]:
     out: list[Event] = []
     for i, part in enumerate(message.parts):
         if isinstance(part, SystemPromptPart):
@@ -147,7 +151,9 @@ def _response_events(message: ModelResponse) -> list[Event]:
         elif isinstance(part, ToolCallPart):
             args = part.args if isinstance(part.args, dict) else parse_arguments(part.args)
             calls.append(
-                ToolCall(clean_text(part.tool_call_id), clean_text(part.tool_name), clean_json(args))
+                ToolCall(
+                    clean_text(part.tool_call_id), clean_text(part.tool_name), clean_json(args)
+                )
             )
         else:
             out.append(_opaque(message, i, str(getattr(part, "part_kind", "part"))))
@@ -194,7 +200,9 @@ def view_to_messages(messages: Sequence[Mapping[str, Any]]) -> list[ModelMessage
             for call in m.get("tool_calls") or ():
                 fn = call["function"]
                 response.append(
-                    ToolCallPart(str(fn["name"]), str(fn["arguments"]), tool_call_id=str(call["id"]))
+                    ToolCallPart(
+                        str(fn["name"]), str(fn["arguments"]), tool_call_id=str(call["id"])
+                    )
                 )
             out.append(ModelResponse(parts=response))
         elif role == "tool":
