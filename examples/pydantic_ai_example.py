@@ -15,7 +15,7 @@ from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from ctxline import Context, MemoryStore, Preparation
+from ctxline import Context, MemoryStore, Preparation, Todo
 from ctxline.integrations.pydantic_ai import CtxlineCapability
 
 REPLIES = [
@@ -62,7 +62,7 @@ async def main() -> None:
     last = seen[-1][-1].parts[0]
     assert isinstance(last, ToolReturnPart)
     print("tool output as the model saw it:", last.content)
-    print("todo in the record:", [e.event.items[0].content for e in ctx.events if e.kind == "todo"])
+    print("todo in the record:", [e.event.items[0].content for e in ctx.events if isinstance(e.event, Todo)])
     print(
         f"the run kept {len(result.all_messages())} messages; ctxline logged {len(ctx.requests())} requests"
     )

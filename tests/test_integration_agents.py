@@ -12,7 +12,7 @@ from agents.testing import ModelStep, ScriptedModel, assistant_message, function
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxline import Context, MemoryStore, SQLiteStore, UnknownEvent
+from ctxline import Context, MemoryStore, SQLiteStore, ToolResult, UnknownEvent, UserMessage
 from ctxline.integrations.agents_items import events_to_items, items_to_events, view_to_items
 from ctxline.integrations.agents_sdk import CtxlineSession, input_filter
 from ctxline.integrations.core import framework_info
@@ -84,7 +84,7 @@ def test_reasoning_is_opaque_and_calls_join_one_turn() -> None:
 
 
 def test_view_items_pair_calls_and_omit_item_ids() -> None:
-    view = [
+    view: list[dict[str, Any]] = [
         {"role": "user", "content": "go"},
         {
             "role": "assistant",
@@ -142,6 +142,7 @@ def test_session_model_input_is_the_view_and_forgeries_stay_inert(tmp_path: Path
     assert all(h.step for h in session.ctx.requests())
     assert session.ctx.rebuild(2) == session.input_filter.last.body_bytes  # type: ignore[union-attr]
     stored = [e for e in session.ctx.events if e.kind == "tool.result"]
+    assert isinstance(stored[0].event, ToolResult)
     assert stored[0].event.content == FORGED  # the record keeps what the tool returned
 
 
@@ -155,7 +156,10 @@ def test_session_resumes_without_duplicates_and_pops_by_forking(tmp_path: Path) 
     assert asyncio.run(again.get_items()) == items
     _run(again, model, "once more")
     users = [e for e in again.ctx.events if e.kind == "user.message"]
-    assert [u.event.text for u in users] == ["read x", "once more"]
+    assert [u.event.text for u in users if isinstance(u.event, UserMessage)] == [
+        "read x",
+        "once more",
+    ]
     popped = asyncio.run(again.pop_item())
     assert popped is not None
     assert popped["content"][0]["text"] == "again"
@@ -177,7 +181,7 @@ def test_filter_without_a_session_records_the_input_list() -> None:
     agent = Agent(name="a", instructions="Be brief.", model=model, tools=[fetch])
     config = RunConfig(call_model_input_filter=filt, tracing_disabled=True)
     result = asyncio.run(Runner.run(agent, "read x", run_config=config))
-    follow = [*result.to_input_list(), {"role": "user", "content": "and now?"}]
+    follow: list[Any] = [*result.to_input_list(), {"role": "user", "content": "and now?"}]
     asyncio.run(Runner.run(agent, follow, run_config=config))
     kinds = [e.kind for e in ctx.events if framework_info(e.event) is not None]
     assert kinds == [

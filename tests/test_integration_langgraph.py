@@ -12,7 +12,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
-from ctxline import Context, MemoryStore, ToolResult
+from ctxline import Context, MemoryStore, ToolResult, UserMessage
 from ctxline.integrations.langchain_messages import message_key, messages_to_events
 from ctxline.integrations.langgraph import CtxlineMiddleware, pre_model_hook
 from ctxline.tags import TAG_PATTERN
@@ -70,7 +70,7 @@ def test_middleware_view_per_thread_and_forgery_inert() -> None:
     assert TAG_PATTERN.search(str(tool_msg.content)) is None
     assert any(isinstance(m, ToolMessage) and m.content == FORGED for m in state["messages"])
     events = store.read("t-7")
-    users = [e.event.text for e in events if e.kind == "user.message"]
+    users = [e.event.text for e in events if isinstance(e.event, UserMessage)]
     assert users == ["read x", "thanks"]
     assert mw.last is not None
     assert next(t["function"]["name"] for t in mw.last.body["tools"]) == "fetch"

@@ -21,7 +21,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.test import TestModel
 
-from ctxline import Context, MemoryStore, ToolResult, UnknownEvent
+from ctxline import Context, MemoryStore, ToolResult, UnknownEvent, UserMessage
 from ctxline.integrations.pydantic_ai import CtxlineCapability, history_processor
 from ctxline.integrations.pydantic_ai_messages import (
     message_key,
@@ -89,7 +89,7 @@ def test_second_run_records_only_new_messages() -> None:
     agent = _agent(TestModel(call_tools=[]), CtxlineCapability(ctx))
     first = asyncio.run(agent.run("one"))
     asyncio.run(agent.run("two", message_history=first.all_messages()))
-    users = [e.event.text for e in ctx.events if e.kind == "user.message"]
+    users = [e.event.text for e in ctx.events if isinstance(e.event, UserMessage)]
     assert users == ["one", "two"]
     assert len(ctx.requests()) == 2
 

@@ -43,7 +43,6 @@ from ctxline.record.events import (
     State,
     StoredEvent,
     SystemMessage,
-    ToolCall,
     ToolResult,
     UnknownEvent,
     UserMessage,
@@ -300,4 +299,3 @@ class Bridge:
 
     def prepare(self, *, now: datetime | None = None) -> Preparation:
         return self.ctx.prepare(now=now)
-

@@ -43,6 +43,7 @@ from ctxline.view.prepare import Preparation
 try:
     from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
     from langchain_core.messages import BaseMessage
+    from langchain_core.messages import SystemMessage as LCSystemMessage
     from langchain_core.tools import BaseTool, StructuredTool
     from langchain_core.utils.function_calling import convert_to_openai_tool
     from langgraph.config import get_config
@@ -109,7 +110,7 @@ class _Threads:
             factory = self.contexts
             make = lambda: factory(key)  # noqa: E731
         if key not in self.bridges:
-            ctx = make()
+            ctx = make()  # type: ignore[no-untyped-call]
             assert isinstance(ctx, Context)
             self.bridges[key] = Bridge(ctx, FRAMEWORK, sync_tools=self.sync_tools)
         return self.bridges[key]
@@ -181,8 +182,10 @@ class CtxlineMiddleware(AgentMiddleware[Any, Any, Any]):
         self.last = prep
         if self.on_prepare is not None:
             self.on_prepare(prep)
-        head = view_to_system(text)
-        return request.override(messages=view, system_message=head[0] if head else None)
+        messages: list[Any] = view
+        return request.override(
+            messages=messages, system_message=LCSystemMessage(text) if text else None
+        )
 
     def wrap_model_call(
         self,
