@@ -21,6 +21,7 @@ from rich.text import Text
 from ctxline import __version__
 from ctxline.cli.admin import doctor_cmd, search_cmd
 from ctxline.cli.common import db_option, one_line_errors
+from ctxline.cli.mcp import mcp_cmd
 from ctxline.cli.models import chat_cmd, eval_cmd
 from ctxline.cli.prepare import prepare_cmd, request_cmd, requests_cmd
 from ctxline.cli.replay import replay_cmd
@@ -326,6 +327,7 @@ main.add_command(search_cmd)
 main.add_command(doctor_cmd)
 main.add_command(eval_cmd)
 main.add_command(chat_cmd)
+main.add_command(mcp_cmd)
 
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -1,0 +1,44 @@
+"""``ctxline mcp``: serve ctxline's tools for one recorded session over MCP (stdio).
+
+Why: any MCP client — a desktop assistant, an IDE, an agent framework's MCP support —
+gets ``read_result``, ``search_history`` and the todo tools of a session its agent
+records into, without linking ctxline in. Needs the ``mcp`` extra.
+
+    ctxline mcp --db ctxline.db --session support-42
+"""
+
+from __future__ import annotations
+
+import anyio
+import click
+
+from ctxline.cli.common import db_option, fail, one_line_errors
+from ctxline.context import Context
+from ctxline.errors import UnknownSession
+from ctxline.models.base import MissingExtra
+from ctxline.record.store import MAIN, open_store
+
+__all__ = ["mcp_cmd"]
+
+
+@click.command("mcp")
+@db_option
+@click.option("--session", required=True, help="The session whose tools to serve.")
+@click.option("--timeline", default=MAIN, show_default=True)
+@click.option("--todo/--no-todo", default=True, show_default=True, help="Serve the todo tools.")
+def mcp_cmd(db: str, session: str, timeline: str, todo: bool) -> None:
+    """Serve read_result, search_history and the todo tools of SESSION over stdio (MCP)."""
+    try:
+        from ctxline.integrations.mcp_server import serve_stdio
+    except MissingExtra as exc:
+        fail(str(exc))
+    with one_line_errors():
+        store = open_store(db)
+        try:
+            ctx = Context(store, session, timeline, create=False)
+        except UnknownSession:
+            fail(f"no session {session!r} in {db} (see `ctxline sessions --db {db}`)")
+        try:
+            anyio.run(lambda: serve_stdio(ctx, todo=todo))
+        finally:
+            store.close()
