@@ -29,6 +29,7 @@ from typing import Any
 
 from ctxline.errors import ValidationError
 from ctxline.integrations.core import Converted, call_names, item_key, parse_arguments
+from ctxline.record.codec import canonical_json
 from ctxline.record.events import (
     AssistantMessage,
     Event,
@@ -38,7 +39,6 @@ from ctxline.record.events import (
     ToolResult,
     UnknownEvent,
     UserMessage,
-    canonical_json,
 )
 from ctxline.render.openai import arguments_text
 from ctxline.text import clean_json, clean_text

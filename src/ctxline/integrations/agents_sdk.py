@@ -42,7 +42,8 @@ from ctxline.models.base import MissingExtra
 from ctxline.record.events import Event, JsonValue, StoredEvent, ToolCall
 from ctxline.record.store import MAIN, Store
 from ctxline.render.neutral import ToolSpec
-from ctxline.view.prepare import Preparation, PrepareOptions
+from ctxline.view.options import PrepareOptions
+from ctxline.view.prepare import Preparation
 
 try:
     from agents import FunctionTool, RunContextWrapper

@@ -36,6 +36,7 @@ from typing import Any, TypeVar
 
 from ctxline.context import Context
 from ctxline.errors import ValidationError
+from ctxline.record.codec import canonical_json
 from ctxline.record.events import (
     AssistantMessage,
     Event,
@@ -46,7 +47,6 @@ from ctxline.record.events import (
     ToolResult,
     UnknownEvent,
     UserMessage,
-    canonical_json,
 )
 from ctxline.render.neutral import ToolSpec
 from ctxline.view.prepare import Preparation
@@ -294,7 +294,7 @@ class Bridge:
         """Offer the framework's tool schemas in ctxline's request (built-ins excluded)."""
         if not self.sync_tools:
             return
-        builtin = {b.name for b in self.ctx.builtin_tools}
+        builtin = {t.name for t in self.ctx.tools}
         self.ctx.set_tools([s for s in specs if s.name not in builtin])
 
     def prepare(self, *, now: datetime | None = None) -> Preparation:
