@@ -41,19 +41,9 @@ from ctxline.record.codec import (
     pending_from_json,
     stored_to_json,
 )
+from ctxline.record.describe import describe
 from ctxline.record.events import (
-    AssistantMessage,
-    Compaction,
-    Notification,
     Pending,
-    Rule,
-    State,
-    StoredEvent,
-    SystemMessage,
-    Todo,
-    ToolResult,
-    UnknownEvent,
-    UserMessage,
 )
 from ctxline.record.store import MAIN, Store, open_store
 from ctxline.record.store.base import check_pairing
@@ -219,47 +209,6 @@ def append_cmd(
         )
 
 
-def _summary(ev: StoredEvent, width: int) -> Text:
-    e = ev.event
-
-    def clip(s: str) -> str:
-        s = " ".join(s.split())
-        return s if len(s) <= width else s[: width - 1] + "…"
-
-    if isinstance(e, SystemMessage | UserMessage):
-        return Text(clip(e.text))
-    if isinstance(e, AssistantMessage):
-        calls = ", ".join(
-            f"{c.name}({clip(json.dumps(c.arguments, ensure_ascii=False))[:60]})"
-            for c in e.tool_calls
-        )
-        return Text(clip(e.text) + (f"  → {calls}" if calls else ""))
-    if isinstance(e, ToolResult):
-        size = len(e.content)
-        label = "error " if e.is_error else ""
-        return Text(f"[{e.call_id}] {label}{size:,} chars: {clip(e.content)}")
-    if isinstance(e, State):
-        return Text(
-            f"{e.source} cleared"
-            if e.cleared
-            else f"{e.source} = {clip(json.dumps(e.value, ensure_ascii=False))}"
-        )
-    if isinstance(e, Rule):
-        return Text(f"{e.op} {e.rule_id} [{e.scope}] {clip(e.text)}")
-    if isinstance(e, Notification):
-        return Text(f"{e.source}: {clip(e.text)}")
-    if isinstance(e, Todo):
-        return Text(
-            f"{e.op} " + ", ".join(f"{i.id}:{i.status}" for i in e.items)
-            if e.items
-            else f"{e.op} {e.item_id}:{e.status}"
-        )
-    if isinstance(e, Compaction):
-        return Text(f"{e.trigger} pre_tokens={e.pre_tokens} {clip(e.summary)}")
-    assert isinstance(e, UnknownEvent)
-    return Text(clip(canonical_json(e.data).decode()))
-
-
 KIND_STYLE = {
     "user.message": "bold green",
     "assistant.message": "bold cyan",
@@ -294,7 +243,7 @@ def show_cmd(session: str, timeline: str, db: str, width: int) -> None:
             str(ev.seq),
             format_at(ev.at)[:19].replace("T", " "),
             Text(ev.kind, KIND_STYLE.get(ev.kind, "")),
-            _summary(ev, width),
+            Text(describe(ev.event, width)),
         )
     console.print(table)
 
