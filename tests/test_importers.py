@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 from conftest import shared_data
+from ctxline import event_from_json
 from ctxline.errors import ValidationError
 from ctxline.importers import FORMATS, ImportedSession, detect_format, load
-from ctxline.record.codec import canonical_json, event_from_json, event_to_json
+from ctxline.record.codec import canonical_json, event_to_json
 from ctxline.record.events import (
     AssistantMessage,
     Compaction,

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from ctxline.record.codec import canonical_json, event_from_json, event_to_json
+from ctxline import event_from_json
+from ctxline.record.codec import canonical_json, event_to_json
 from ctxline.record.events import TODO_STATUSES, JsonValue, StoredEvent, Todo, TodoItem, UserMessage
 from ctxline.sources.todo import (
     TODO_TOOLS,

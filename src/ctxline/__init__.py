@@ -30,7 +30,7 @@ from ctxline.errors import (
 from ctxline.importers import FORMATS, ImportedSession, detect_format, load
 from ctxline.importers.ingest import ImportResult, import_sessions
 from ctxline.record.blobs import BlobStore
-from ctxline.record.codec import canonical_json, event_from_json, event_to_json
+from ctxline.record.codec import canonical_json, event_to_json
 from ctxline.record.events import (
     AssistantMessage,
     Compaction,
@@ -51,6 +51,7 @@ from ctxline.record.events import (
     UnknownEvent,
     UserMessage,
 )
+from ctxline.record.parse import event_from_json
 from ctxline.record.store import (
     MemoryStore,
     SessionInfo,

@@ -34,17 +34,12 @@ from ctxline.errors import (
 )
 from ctxline.importers import FORMATS, load_tree
 from ctxline.importers.ingest import import_sessions
-from ctxline.record.codec import (
-    CANONICAL_VERSION,
-    canonical_json,
-    format_at,
-    pending_from_json,
-    stored_to_json,
-)
+from ctxline.record.codec import CANONICAL_VERSION, canonical_json, format_at, stored_to_json
 from ctxline.record.describe import describe
 from ctxline.record.events import (
     Pending,
 )
+from ctxline.record.parse import pending_from_json
 from ctxline.record.store import MAIN, Store, open_store
 from ctxline.record.store.base import check_pairing
 from ctxline.record.timeline import TimelineWriter

@@ -12,7 +12,7 @@ Anything else scores wrong; nothing is fuzzy-matched.
     >>> extract("The date is 2026-11-03.", "date", ())
     '2026-11-03'
     >>> wilson(40, 50)
-    (0.6696, 0.8875)
+    (0.6696, 0.8876)
 """
 
 from __future__ import annotations

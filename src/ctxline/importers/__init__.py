@@ -9,9 +9,13 @@ call is missing is kept as an ``import.orphan_result`` event and counted in
 ``meta["orphan_results"]``), carry deterministic client ids (re-importing is
 idempotent), and have every string cleaned of lone surrogates.
 
-    >>> sessions = load(Path("gpt-4o-airline.json"))          # doctest: +SKIP
-    >>> sessions[0].id, len(sessions[0].events)                # doctest: +SKIP
-    ('tau-bench/airline/0-0', 23)
+    >>> import json, tempfile
+    >>> folder = Path(tempfile.mkdtemp())
+    >>> chat = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+    >>> _ = (folder / "chat.json").write_text(json.dumps(chat))
+    >>> sessions = load(folder / "chat.json")
+    >>> sessions[0].id, [p.event.kind for p in sessions[0].events]
+    ('chat', ['user.message', 'assistant.message'])
 
 :func:`detect_format` looks at the content, not only the name; every error is a
 :class:`~ctxline.errors.ValidationError` naming the file (and line, for JSONL).

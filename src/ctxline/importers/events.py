@@ -23,8 +23,9 @@ from typing import Any
 
 from ctxline.errors import ValidationError
 from ctxline.importers._common import ImportedSession, SessionBuilder, Source, opt_int, opt_str
-from ctxline.record.codec import CANONICAL_VERSION, pending_from_json
+from ctxline.record.codec import CANONICAL_VERSION
 from ctxline.record.events import JsonValue
+from ctxline.record.parse import pending_from_json
 
 __all__ = ["HEADER_KIND", "load_events"]
 

@@ -14,22 +14,17 @@ field (and line) that is wrong.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from typing import Literal, TypeVar, assert_never
+from typing import assert_never
 
 from ctxline.errors import ValidationError
 from ctxline.record.events import (
-    REDUCTION_ACTIONS,
-    RULE_OPS,
-    TODO_STATUSES,
     AssistantMessage,
     Compaction,
     Event,
     Guide,
     JsonValue,
     Notification,
-    Pending,
     Reduction,
     RequestHeader,
     Rule,
@@ -38,32 +33,22 @@ from ctxline.record.events import (
     StoredEvent,
     SystemMessage,
     Todo,
-    TodoItem,
-    ToolCall,
     ToolResult,
     Tools,
     UnknownEvent,
     UserMessage,
 )
-from ctxline.text import clean_json, clean_text
 
 __all__ = [
     "CANONICAL_VERSION",
-    "KNOWN_KINDS",
     "canonical_json",
-    "event_from_json",
     "event_to_json",
     "format_at",
     "parse_at",
-    "pending_from_json",
-    "stored_from_json",
     "stored_to_json",
 ]
 
 CANONICAL_VERSION = 1
-
-_S = TypeVar("_S", bound=str)
-_TODO_OPS: tuple[Literal["write", "update"], ...] = ("write", "update")
 
 
 def canonical_json(obj: JsonValue) -> bytes:
@@ -194,220 +179,6 @@ def event_to_json(event: Event) -> dict[str, JsonValue]:
     return out
 
 
-class _Reader:
-    """Typed field access on one JSON object, with errors that name field and line."""
-
-    def __init__(self, obj: Mapping[str, JsonValue], line: int | None, prefix: str = "") -> None:
-        self.obj = obj
-        self.line = line
-        self.prefix = prefix
-
-    def fail(self, name: str, message: str) -> ValidationError:
-        return ValidationError(message, field=self.prefix + name, line=self.line)
-
-    def text(self, name: str, *, required: bool = True, default: str = "") -> str:
-        value = self.obj.get(name)
-        if value is None:
-            if required:
-                raise self.fail(name, "required string is missing")
-            return default
-        if not isinstance(value, str):
-            raise self.fail(name, f"expected a string, got {type(value).__name__}")
-        return clean_text(value)
-
-    def flag(self, name: str) -> bool:
-        value = self.obj.get(name, False)
-        if not isinstance(value, bool):
-            raise self.fail(name, f"expected true or false, got {value!r}")
-        return value
-
-    def choice(self, name: str, options: tuple[_S, ...]) -> _S:
-        value = self.text(name)
-        for option in options:
-            if value == option:
-                return option
-        raise self.fail(name, f"must be one of {', '.join(options)}; got {value!r}")
-
-    def meta(self) -> dict[str, JsonValue]:
-        value = self.obj.get("meta")
-        if value is None:
-            return {}
-        if not isinstance(value, dict):
-            raise self.fail("meta", "expected an object")
-        cleaned: dict[str, JsonValue] = clean_json(value)
-        return cleaned
-
-    def items(self, name: str) -> list[Mapping[str, JsonValue]]:
-        value = self.obj.get(name, [])
-        if not isinstance(value, list):
-            raise self.fail(name, "expected a list")
-        for i, item in enumerate(value):
-            if not isinstance(item, dict):
-                raise self.fail(f"{name}[{i}]", "expected an object")
-        return value
-
-    def sub(self, name: str, index: int, item: Mapping[str, JsonValue]) -> _Reader:
-        return _Reader(item, self.line, f"{self.prefix}{name}[{index}].")
-
-
-def _tool_calls(r: _Reader) -> tuple[ToolCall, ...]:
-    calls = []
-    for i, item in enumerate(r.items("tool_calls")):
-        c = r.sub("tool_calls", i, item)
-        calls.append(ToolCall(c.text("id"), c.text("name"), clean_json(item.get("arguments", {}))))
-    return tuple(calls)
-
-
-def _todo(r: _Reader) -> Todo:
-    op = r.choice("op", _TODO_OPS)
-    if op == "write":
-        items = []
-        for i, item in enumerate(r.items("items")):
-            t = r.sub("items", i, item)
-            items.append(
-                TodoItem(t.text("id"), t.text("content"), t.choice("status", TODO_STATUSES))
-            )
-        return Todo(op=op, items=tuple(items), meta=r.meta())
-    return Todo(
-        op=op, item_id=r.text("id"), status=r.choice("status", TODO_STATUSES), meta=r.meta()
-    )
-
-
-def _rule(r: _Reader) -> Rule:
-    expires = r.obj.get("expires_at")
-    return Rule(
-        rule_id=r.text("rule_id"),
-        op=r.choice("op", RULE_OPS),
-        scope=r.text("scope", required=False, default="session") or "session",
-        text=r.text("text", required=False),
-        expires_at=None if expires is None else parse_at(expires, where="expires_at", line=r.line),
-        meta=r.meta(),
-    )
-
-
-def _state(r: _Reader) -> State:
-    cleared = r.flag("cleared")
-    if not cleared and "value" not in r.obj:
-        raise r.fail("value", "a state event needs a value, or cleared: true")
-    return State(
-        r.text("source"), None if cleared else clean_json(r.obj["value"]), cleared, r.meta()
-    )
-
-
-def _compaction(r: _Reader) -> Compaction:
-    pre = r.obj.get("pre_tokens")
-    if pre is not None and (not isinstance(pre, int) or isinstance(pre, bool)):
-        raise r.fail("pre_tokens", "expected an integer")
-    return Compaction(
-        r.text("summary", required=False), r.text("trigger", required=False), pre, r.meta()
-    )
-
-
-def _int(r: _Reader, name: str) -> int:
-    value = r.obj.get(name)
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise r.fail(name, "expected a non-negative integer")
-    return value
-
-
-def _obj(r: _Reader, name: str) -> dict[str, JsonValue]:
-    value = r.obj.get(name, {})
-    if not isinstance(value, dict):
-        raise r.fail(name, "expected an object")
-    cleaned: dict[str, JsonValue] = clean_json(value)
-    return cleaned
-
-
-def _tools(r: _Reader) -> Tools:
-    tools = []
-    for i, item in enumerate(r.items("tools")):
-        r.sub("tools", i, item).text("name")
-        tools.append(clean_json(item))
-    return Tools(tuple(tools), r.meta())
-
-
-def _request(r: _Reader) -> RequestHeader:
-    return RequestHeader(
-        _int(r, "step"),
-        _int(r, "upto_seq"),
-        r.text("sha256"),
-        _obj(r, "options"),
-        _obj(r, "inputs"),
-        _obj(r, "report"),
-        r.meta(),
-    )
-
-
-def _ints(r: _Reader, name: str) -> tuple[int, ...]:
-    value = r.obj.get(name, [])
-    if not isinstance(value, list) or not all(
-        isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value
-    ):
-        raise r.fail(name, "expected a list of positive integers")
-    return tuple(value)
-
-
-def _reduction(r: _Reader) -> Reduction:
-    refs = _obj(r, "refs")
-    if not all(isinstance(v, int) and not isinstance(v, bool) for v in refs.values()):
-        raise r.fail("refs", "expected an object of seq numbers")
-    return Reduction(
-        action=r.choice("action", REDUCTION_ACTIONS),
-        seqs=_ints(r, "seqs"),
-        refs=refs,
-        upto_seq=_int(r, "upto_seq") if "upto_seq" in r.obj else 0,
-        keep=_ints(r, "keep"),
-        summary=r.text("summary", required=False),
-        saved_tokens=_int(r, "saved_tokens") if "saved_tokens" in r.obj else 0,
-        meta=r.meta(),
-    )
-
-
-_PARSERS: dict[str, Callable[[_Reader], Event]] = {
-    "system.message": lambda r: SystemMessage(r.text("text"), r.meta()),
-    "user.message": lambda r: UserMessage(r.text("text"), r.meta()),
-    "assistant.message": lambda r: AssistantMessage(
-        r.text("text", required=False), _tool_calls(r), r.meta()
-    ),
-    "tool.result": lambda r: ToolResult(
-        r.text("call_id"),
-        r.text("content"),
-        r.text("name", required=False),
-        r.flag("is_error"),
-        r.meta(),
-    ),
-    "state": _state,
-    "rule": _rule,
-    "notification": lambda r: Notification(
-        r.text("source"), r.text("text"), r.text("ref", required=False), r.meta()
-    ),
-    "todo": _todo,
-    "compaction": _compaction,
-    "guide": lambda r: Guide(r.text("version"), r.text("text"), r.meta()),
-    "tools": _tools,
-    "request": _request,
-    "reduction": _reduction,
-    "status": lambda r: StatusSnapshot(r.text("text"), r.meta()),
-}
-
-KNOWN_KINDS = tuple(_PARSERS)
-_STORED_KEYS = ("seq", "id", "at")
-
-
-def event_from_json(obj: object, *, line: int | None = None) -> Event:
-    """Validate a decoded JSON object as an event. Stored fields (seq, id, at) are ignored."""
-    if not isinstance(obj, dict):
-        raise ValidationError(f"expected a JSON object, got {type(obj).__name__}", line=line)
-    kind = obj.get("kind")
-    if not isinstance(kind, str) or not kind:
-        raise ValidationError("required string is missing", field="kind", line=line)
-    parser = _PARSERS.get(kind)
-    if parser is None:
-        data = {k: v for k, v in obj.items() if k != "kind" and k not in _STORED_KEYS}
-        return UnknownEvent(clean_text(kind), clean_json(data))
-    return parser(_Reader(obj, line))
-
-
 def stored_to_json(stored: StoredEvent) -> dict[str, JsonValue]:
     return {
         **event_to_json(stored.event),
@@ -415,25 +186,3 @@ def stored_to_json(stored: StoredEvent) -> dict[str, JsonValue]:
         "id": stored.id,
         "at": format_at(stored.at),
     }
-
-
-def stored_from_json(obj: object, *, line: int | None = None) -> StoredEvent:
-    event = event_from_json(obj, line=line)
-    assert isinstance(obj, dict)
-    seq, ident = obj.get("seq"), obj.get("id")
-    if not isinstance(seq, int) or isinstance(seq, bool) or seq < 1:
-        raise ValidationError("expected a positive integer", field="seq", line=line)
-    if not isinstance(ident, str) or not ident:
-        raise ValidationError("required string is missing", field="id", line=line)
-    return StoredEvent(seq, ident, parse_at(obj.get("at"), line=line), event)
-
-
-def pending_from_json(obj: object, *, line: int | None = None) -> Pending:
-    """An event to append from canonical JSON; ``id`` and ``at`` are kept when present."""
-    event = event_from_json(obj, line=line)
-    assert isinstance(obj, dict)
-    ident = obj.get("id")
-    if ident is not None and (not isinstance(ident, str) or not ident):
-        raise ValidationError("expected a non-empty string", field="id", line=line)
-    at = obj.get("at")
-    return Pending(event, ident, None if at is None else parse_at(at, line=line))

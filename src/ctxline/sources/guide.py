@@ -9,7 +9,7 @@ Each adopted version is recorded in the record (a ``guide`` event carrying the t
 and its ``sha256:`` version), so an earlier request can always be rebuilt with the
 guide it was built with.
 
-    >>> registry = GuideRegistry()
+    >>> registry = GuideRegistry([])
     >>> registry.register(MessageKind("ctx-state", "a value from a named source", "The later value wins."))
     >>> print(registry.compose().splitlines()[0])
     # How to read your input

@@ -26,8 +26,13 @@ Sections (empty ones are left out):
 :class:`StatusFold` is fed each event once (O(new events) per step) and renders from its
 running state; :func:`status_block` is the pure wrapper.
 
+    >>> from datetime import UTC, datetime
+    >>> from ctxline.record.events import AssistantMessage, StoredEvent, ToolCall
+    >>> at = datetime(2026, 11, 2, tzinfo=UTC)
+    >>> calls = [AssistantMessage("", (ToolCall(f"c{i}", "phone_call", {"n": i}),)) for i in range(3)]
+    >>> events = [StoredEvent(i + 1, f"e{i}", at, call) for i, call in enumerate(calls)]
     >>> fold = StatusFold(StatusConfig(limits={"phone_call": 3}))
-    >>> print(fold.update(events).render())          # doctest: +SKIP
+    >>> print(fold.update(events).render())
     <ctx-status>
     tool calls:
     - phone_call invoked 3 times (3/3 max, limit reached)

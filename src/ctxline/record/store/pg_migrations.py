@@ -26,7 +26,8 @@ from typing import Any
 import psycopg
 
 from ctxline.errors import IntegrityError
-from ctxline.record.codec import event_from_json, format_at
+from ctxline.record.codec import format_at
+from ctxline.record.parse import event_from_json
 from ctxline.record.store.base import Clock
 from ctxline.record.store.textsearch import index_words
 

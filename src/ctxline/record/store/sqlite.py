@@ -34,8 +34,9 @@ from ctxline.errors import (
     ValidationError,
 )
 from ctxline.record.blobs import BlobStore, blob_ref, parse_ref, verify
-from ctxline.record.codec import canonical_json, event_from_json, format_at, parse_at
+from ctxline.record.codec import canonical_json, format_at, parse_at
 from ctxline.record.events import Event, JsonValue, Pending, StoredEvent
+from ctxline.record.parse import event_from_json
 from ctxline.record.store.base import (
     MAIN,
     Clock,

@@ -44,7 +44,7 @@ from pathlib import Path
 
 from ctxline.errors import IntegrityError
 from ctxline.record.blobs import blob_ref
-from ctxline.record.codec import event_from_json
+from ctxline.record.parse import event_from_json
 from ctxline.record.store.base import HealthCheck
 from ctxline.record.store.textsearch import index_words
 
