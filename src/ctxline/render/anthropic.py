@@ -32,17 +32,27 @@ count from the end); ``cache_prefix=True`` adds one at the end of the system tex
 from __future__ import annotations
 
 import hashlib
+import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ctxline.errors import ValidationError
-from ctxline.record.events import ToolCall
+from ctxline.record.codec import canonical_json
+from ctxline.record.events import JsonValue, ToolCall
 from ctxline.render.neutral import NeutralMessage, NeutralRequest, ToolSpec, check_pairing
 from ctxline.render.openai import arguments_text
+from ctxline.render.stream import BodyParts, Stream, split_body
 from ctxline.text import clean_json, clean_text
 
-__all__ = ["CONTINUED", "EMPTY_ERROR", "MAX_BREAKPOINTS", "to_anthropic", "tool_id"]
+__all__ = [
+    "CONTINUED",
+    "EMPTY_ERROR",
+    "MAX_BREAKPOINTS",
+    "AnthropicAssembler",
+    "to_anthropic",
+    "tool_id",
+]
 
 CONTINUED = "(conversation continues)"
 """The user message put first when the rendered history starts with the assistant."""
@@ -118,36 +128,6 @@ def _blocks(message: NeutralMessage, ids: _Ids) -> list[Block]:
     return _text(message.text) + [_tool_use(call, ids) for call in message.tool_calls]
 
 
-def _messages(request: NeutralRequest) -> list[dict[str, Any]]:
-    ids = _Ids()
-    out: list[dict[str, Any]] = []
-    for message in request.messages:
-        blocks = _blocks(message, ids)
-        if not blocks:
-            continue
-        role = "assistant" if message.role == "assistant" else "user"
-        if out and out[-1]["role"] == role:
-            merged: list[Block] = out[-1]["content"] + blocks
-            if role == "user":  # tool results first, as the API requires
-                merged.sort(key=lambda block: block["type"] != "tool_result")
-            out[-1]["content"] = merged
-        else:
-            out.append({"role": role, "content": blocks})
-    if out and out[-1]["role"] == "assistant":
-        last = out[-1]["content"]
-        if last[-1]["type"] == "text":
-            stripped = last[-1]["text"].rstrip()
-            if stripped:
-                last[-1] = {"type": "text", "text": stripped}
-            else:
-                del last[-1]
-                if not last:
-                    out.pop()
-    if out and out[0]["role"] == "assistant":
-        out.insert(0, {"role": "user", "content": [{"type": "text", "text": CONTINUED}]})
-    return out
-
-
 def _tool(spec: ToolSpec) -> Block:
     tool: Block = {"name": clean_text(spec.name)}
     if spec.description:
@@ -163,6 +143,155 @@ def _mark(block: Block) -> None:
     block["cache_control"] = dict(_CACHE)
 
 
+class _OverlayIds(_Ids):
+    """Tool ids for one step: new ids go to this overlay, the base stays untouched."""
+
+    def __init__(self, base: _Ids) -> None:
+        super().__init__()
+        self.base = base
+
+    def __call__(self, call_id: str) -> str:
+        known = self.base.ids.get(call_id)
+        if known is not None:
+            return known
+        if call_id not in self.ids:
+            out = candidate = tool_id(call_id)
+            n = 2
+            while out in self.used or out in self.base.used:
+                out, n = f"{candidate}_{n}", n + 1
+            self.ids[call_id] = out
+            self.used.add(out)
+        return self.ids[call_id]
+
+
+def _merge(groups: list[tuple[str, list[Block]]], role: str, blocks: list[Block]) -> None:
+    if groups and groups[-1][0] == role:
+        merged = groups[-1][1] + blocks
+        if role == "user":  # tool results first, as the API requires
+            merged.sort(key=lambda block: block["type"] != "tool_result")
+        groups[-1] = (role, merged)
+    else:
+        groups.append((role, blocks))
+
+
+def _role(message: NeutralMessage) -> str:
+    return "assistant" if message.role == "assistant" else "user"
+
+
+def _message_bytes(role: str, blocks: list[Block]) -> bytes:
+    return canonical_json({"role": role, "content": blocks})
+
+
+class AnthropicAssembler:
+    """Messages API bodies; merged messages that can no longer grow are cached as bytes."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self._ids = _Ids()
+        self._stream = Stream()
+        self._first_role: str | None = None
+        self._pending: tuple[str, list[Block]] | None = None
+        self._fed = 0
+
+    def _feed_frozen(self, frozen: Sequence[NeutralMessage]) -> None:
+        for message in frozen[self._fed :]:
+            blocks = _blocks(message, self._ids)
+            if not blocks:
+                continue
+            role = _role(message)
+            self._first_role = self._first_role or role
+            if self._pending is not None and self._pending[0] != role:
+                self._stream.extend([_message_bytes(*self._pending)])
+                self._pending = None
+            groups = [] if self._pending is None else [self._pending]
+            _merge(groups, role, blocks)
+            self._pending = groups[0]
+        self._fed = len(frozen)
+
+    def assemble(
+        self,
+        *,
+        system: str,
+        tools: Sequence[ToolSpec],
+        frozen: Sequence[NeutralMessage],
+        live: Sequence[NeutralMessage],
+        history_end: int,
+        model: str,
+        max_tokens: int,
+        cache: bool = True,
+        extra: Mapping[str, JsonValue] | None = None,
+    ) -> BodyParts:
+        """The body.
+
+        ``live`` are the open history messages followed by the tail; the first
+        ``history_end`` of them are history. With ``cache``, breakpoints go on the end of
+        the system text (or tools) and on the last block of history.
+        """
+        self._feed_frozen(frozen)
+        ids = _OverlayIds(self._ids)
+        groups: list[tuple[str, list[Block]]] = []
+        if self._pending is not None:
+            groups.append((self._pending[0], list(self._pending[1])))
+        first_role = self._first_role
+        # the block that ends history: (group index, block object)
+        mark: tuple[int, Block] | None = None
+        if history_end == 0 and groups:
+            mark = (0, groups[0][1][-1])
+        for i, message in enumerate(live):
+            blocks = _blocks(message, ids)
+            if blocks:
+                role = _role(message)
+                first_role = first_role or role
+                _merge(groups, role, blocks)
+            if i == history_end - 1 and groups:
+                mark = (len(groups) - 1, groups[-1][1][-1])
+        if groups and groups[-1][0] == "assistant":
+            last = groups[-1][1]
+            if last[-1]["type"] == "text":
+                stripped = last[-1]["text"].rstrip()
+                replaced = {"type": "text", "text": stripped}
+                if mark is not None and mark[1] is last[-1]:
+                    mark = (mark[0], replaced)
+                if stripped:
+                    last[-1] = replaced
+                else:
+                    del last[-1]
+                    if not last:
+                        groups.pop()
+        if not self._stream.items and not groups:
+            raise ValidationError(
+                "a request needs at least one non-empty message", field="messages"
+            )
+        if cache and mark is not None and mark[0] < len(groups):
+            index, block = mark
+            blocks_of = groups[index][1]
+            for j, candidate in enumerate(blocks_of):
+                if candidate is block:
+                    blocks_of[j] = {**candidate, "cache_control": dict(_CACHE)}
+        body: dict[str, Any] = {"model": clean_text(model), "max_tokens": max_tokens}
+        system_blocks = _text(system)
+        if system_blocks:
+            body["system"] = system_blocks
+        if tools:
+            body["tools"] = [_tool(spec) for spec in tools]
+        for name, value in (extra or {}).items():
+            if name in ("model", "max_tokens", "messages", "system", "tools"):
+                raise ValidationError("set by the renderer; it cannot come from extra", field=name)
+            body[clean_text(name)] = clean_json(value)
+        if cache:
+            prefix = body.get("system") or body.get("tools")
+            if prefix:
+                prefix[-1] = {**prefix[-1], "cache_control": dict(_CACHE)}
+        head, foot = split_body(body)
+        lead = head
+        if first_role == "assistant":
+            lead += _message_bytes("user", [{"type": "text", "text": CONTINUED}])
+        live_items = [_message_bytes(role, blocks) for role, blocks in groups]
+        return self._stream.body(lead, first_role == "assistant", live_items, foot)
+
+
 def to_anthropic(
     request: NeutralRequest,
     *,
@@ -171,7 +300,10 @@ def to_anthropic(
     cache_breakpoints: Sequence[int] = (),
     cache_prefix: bool = False,
 ) -> dict[str, Any]:
-    """The Messages API body for ``request``.
+    """The Messages API body for ``request`` (the assembler from an empty cache).
+
+    ``cache_breakpoints`` and ``cache_prefix`` put ``cache_control`` marks where the
+    caller says (a step's body gets its marks from the assembler itself).
 
     Raises :class:`~ctxline.errors.ValidationError` when pairing is broken (see
     :func:`~ctxline.render.neutral.check_pairing`), when nothing is left to send, or
@@ -182,19 +314,18 @@ def to_anthropic(
         raise ValidationError(
             f"expected a non-negative integer, got {max_tokens!r}", field="max_tokens"
         )
-    messages = _messages(request)
-    if not messages:
-        raise ValidationError("a request needs at least one non-empty message", field="messages")
-    body: dict[str, Any] = {
-        "model": clean_text(model),
-        "max_tokens": max_tokens,
-        "messages": messages,
-    }
-    system = _text(request.system)
-    if system:
-        body["system"] = system
-    if request.tools:
-        body["tools"] = [_tool(spec) for spec in request.tools]
+    parts = AnthropicAssembler().assemble(
+        system=request.system,
+        tools=request.tools,
+        frozen=(),
+        live=request.messages,
+        history_end=len(request.messages),
+        model=model,
+        max_tokens=max_tokens,
+        cache=False,
+    )
+    body: dict[str, Any] = json.loads(parts.join())
+    messages: list[dict[str, Any]] = body["messages"]
 
     if len(cache_breakpoints) + cache_prefix > MAX_BREAKPOINTS:
         raise ValidationError(

@@ -1,8 +1,10 @@
-"""Render a neutral request as an OpenAI Chat Completions body.
+"""Render a neutral request as an OpenAI Chat Completions body: one renderer, incremental.
 
-The body is a plain dict, built by a pure function: the same request always gives
-the same dict, and :func:`ctxline.render.render_bytes` the same bytes, so the
-prompt prefix stays byte-stable for OpenAI's automatic prefix cache. Every string
+:class:`OpenAIAssembler` is the renderer: it keeps the canonical bytes of every frozen
+message and renders only the open messages and the tail on each step, so a step costs
+O(new) at any history length. :func:`to_openai` is the same assembler from an empty
+cache, returning the body as a dict: the same request always gives the same bytes, so
+the prompt prefix stays byte-stable for OpenAI's automatic prefix cache. Every string
 goes through :func:`ctxline.text.clean_text`, so no lone surrogate is ever sent.
 
 Choices made here:
@@ -26,16 +28,18 @@ Choices made here:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ctxline.errors import ValidationError
 from ctxline.record.codec import canonical_json
 from ctxline.record.events import JsonValue, ToolCall
 from ctxline.render.neutral import NeutralMessage, NeutralRequest, ToolSpec, check_pairing
+from ctxline.render.stream import BodyParts, Stream, split_body
 from ctxline.text import clean_json, clean_text
 
-__all__ = ["arguments_text", "to_openai"]
+__all__ = ["OpenAIAssembler", "arguments_text", "to_openai"]
 
 _OWN_KEYS = ("model", "messages", "tools")
 
@@ -88,6 +92,64 @@ def _message(message: NeutralMessage) -> dict[str, Any]:
     }
 
 
+class OpenAIAssembler:
+    """Chat Completions bodies; caches the bytes of frozen messages by position."""
+
+    def __init__(self) -> None:
+        self._stream = Stream()
+        self._fed = 0
+        self._head_key: tuple[object, ...] | None = None
+        self._head_foot = (b"", b"")
+
+    def _head(
+        self,
+        tools: Sequence[ToolSpec],
+        model: str,
+        max_tokens: int | None,
+        extra: Mapping[str, JsonValue] | None,
+    ) -> tuple[bytes, bytes]:
+        key = (tuple(tools), model, max_tokens, canonical_json(dict(extra or {})))
+        if key != self._head_key:
+            body: dict[str, Any] = {"model": clean_text(model)}
+            if tools:
+                body["tools"] = [_tool(spec) for spec in tools]
+            if max_tokens is not None:
+                body["max_completion_tokens"] = max_tokens
+            for name, value in (extra or {}).items():
+                if name in _OWN_KEYS:
+                    raise ValidationError(
+                        "set by the renderer; it cannot come from extra", field=name
+                    )
+                body[clean_text(name)] = clean_json(value)
+            self._head_key, self._head_foot = key, split_body(body)
+        return self._head_foot
+
+    def assemble(
+        self,
+        *,
+        system: str,
+        tools: Sequence[ToolSpec],
+        frozen: Sequence[NeutralMessage],
+        live: Sequence[NeutralMessage],
+        model: str,
+        max_tokens: int | None = None,
+        extra: Mapping[str, JsonValue] | None = None,
+    ) -> BodyParts:
+        """The body; ``live`` are the open history messages and the tail."""
+        self._stream.extend([canonical_json(_message(m)) for m in frozen[self._fed :]])
+        self._fed = len(frozen)
+        head, foot = self._head(tools, model, max_tokens, extra)
+        lead = head
+        if system:
+            lead += canonical_json({"role": "system", "content": clean_text(system)})
+        if not system and not frozen and not live:
+            raise ValidationError("a request needs at least one message", field="messages")
+        return self._stream.body(
+            lead, bool(system), [canonical_json(_message(m)) for m in live], foot
+        )
+
+
+
 def to_openai(
     request: NeutralRequest,
     *,
@@ -95,7 +157,7 @@ def to_openai(
     max_tokens: int | None = None,
     extra: Mapping[str, JsonValue] | None = None,
 ) -> dict[str, Any]:
-    """The Chat Completions body for ``request``.
+    """The Chat Completions body for ``request`` (the assembler from an empty cache).
 
     ``extra`` adds top-level keys (``tool_choice``, ``temperature``, …); it may not
     replace ``model``, ``messages`` or ``tools``. Raises
@@ -103,23 +165,18 @@ def to_openai(
     :func:`~ctxline.render.neutral.check_pairing`) or there is nothing to send.
     """
     check_pairing(request.messages)
-    messages: list[dict[str, Any]] = []
-    if request.system:
-        messages.append({"role": "system", "content": clean_text(request.system)})
-    messages.extend(_message(m) for m in request.messages)
-    if not messages:
-        raise ValidationError("a request needs at least one message", field="messages")
-    body: dict[str, Any] = {"model": clean_text(model), "messages": messages}
-    if request.tools:
-        body["tools"] = [_tool(spec) for spec in request.tools]
-    if max_tokens is not None:
-        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
-            raise ValidationError(
-                f"expected a positive integer, got {max_tokens!r}", field="max_tokens"
-            )
-        body["max_completion_tokens"] = max_tokens
-    for key, value in (extra or {}).items():
-        if key in _OWN_KEYS:
-            raise ValidationError("set by the renderer; it cannot come from extra", field=key)
-        body[clean_text(key)] = clean_json(value)
+    if max_tokens is not None and (
+        isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1
+    ):
+        raise ValidationError(f"expected a positive integer, got {max_tokens!r}", field="max_tokens")
+    parts = OpenAIAssembler().assemble(
+        system=request.system,
+        tools=request.tools,
+        frozen=(),
+        live=request.messages,
+        model=model,
+        max_tokens=max_tokens,
+        extra=extra,
+    )
+    body: dict[str, Any] = json.loads(parts.join())
     return body

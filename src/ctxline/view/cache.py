@@ -39,8 +39,9 @@ from ctxline.record.events import (
     Tools,
     UserMessage,
 )
-from ctxline.render.assemble import AnthropicAssembler, OpenAIAssembler
+from ctxline.render.anthropic import AnthropicAssembler
 from ctxline.render.neutral import HistoryBuilder, NeutralMessage, ToolSpec
+from ctxline.render.openai import OpenAIAssembler
 from ctxline.sources.base import Source
 from ctxline.sources.branch import BranchMark, render_branch
 from ctxline.sources.guide import GuideRegistry, MessageKind
@@ -244,6 +245,8 @@ class ViewCache:
     openai: OpenAIAssembler = field(default_factory=OpenAIAssembler)
     anthropic: AnthropicAssembler = field(default_factory=AnthropicAssembler)
     previous: PreviousRequest | None = None
+    candidate: PreviousRequest | None = None
+    """The latest rendering of the step being planned (it becomes ``previous`` when kept)."""
     counter_name: str = ""
     view_key: tuple[object, ...] = ()
     """The options the history was rendered with (offload limit, time stamps)."""

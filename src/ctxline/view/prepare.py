@@ -30,8 +30,8 @@ from typing import Any
 
 from ctxline.record.codec import canonical_json
 from ctxline.record.events import Guide, JsonValue, RequestHeader, StoredEvent
-from ctxline.render.assemble import BodyParts
 from ctxline.render.neutral import NeutralMessage
+from ctxline.render.stream import BodyParts
 from ctxline.sources.base import Source
 from ctxline.sources.branch import BranchMark
 from ctxline.sources.defaults import history_sources
@@ -122,8 +122,13 @@ def render_step(
     *,
     extra_actions: Sequence[Action] = (),
     upto_seq: int | None = None,
+    remember: bool = True,
 ) -> Preparation:
-    """The request over what ``cache`` was fed, with ``inputs``; updates the previous request."""
+    """The request over what ``cache`` was fed, with ``inputs``.
+
+    With ``remember`` it becomes the previous request the next one is compared with;
+    without, it is kept as ``cache.candidate`` (a step's attempt that may be replaced).
+    """
     options, counter = setup.options, setup.counter
     rec, builder = cache.record, cache.builder
     frozen = builder.frozen
@@ -201,9 +206,10 @@ def render_step(
         guide_version=rec.guide.version if rec.guide is not None else None,
         status=status if isinstance(status, dict) else None,
     )
-    cache.previous = PreviousRequest(
-        step, frozen, len(frozen), cache.generation, fingerprint, live, inputs.tail
-    )
+    made = PreviousRequest(step, frozen, len(frozen), cache.generation, fingerprint, live, inputs.tail)
+    if remember:
+        cache.previous = made
+    cache.candidate = made
     upto = rec.seq if upto_seq is None else upto_seq
     header = RequestHeader(step, upto, parts.sha256, options.to_json(), inputs.to_json(), report.to_json())
     history = HistoryView(

@@ -140,7 +140,9 @@ class _Step:
         extra = [*self.notes]
         if self.dropped:
             extra.insert(0, Action("drop_dynamic", items=tuple(self.dropped)))
-        self.prep = render_step(self.cache, self.setup.view, self.inputs(), extra_actions=extra)
+        self.prep = render_step(
+            self.cache, self.setup.view, self.inputs(), extra_actions=extra, remember=False
+        )
         return self.prep
 
     # --- the Reducer protocol of the ladder --------------------------------------------
@@ -267,6 +269,7 @@ def plan_step(
     assert prep is not None
     header = replace(prep.header, upto_seq=step.head + len(step.planned))
     step.add(header)
+    cache.previous = cache.candidate  # the next step compares with what this one sends
     blobs = tuple(text.encode() for text in cache.new_blobs.values())
     cache.new_blobs = {}
     counts = {setup.view.counter.name: dict(cache.learned)} if cache.learned else {}

@@ -1,0 +1,92 @@
+"""A body as cached bytes: frozen messages serialized and hashed once, the rest per step.
+
+Canonical JSON sorts keys, and in both providers' bodies ``messages`` sorts before
+``model``, ``system`` and ``tools``: a body is ``head + messages + foot``, where head and
+foot come from rendering the body with a unique placeholder for the messages. A
+:class:`Stream` keeps the bytes of every frozen message (one that can never change
+again) joined and hashed incrementally, so a step costs O(new messages), not O(history).
+
+    head, foot = split_body({"model": "gpt-4.1", "messages": []})
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ctxline.record.codec import canonical_json
+
+__all__ = ["BodyParts", "Stream", "split_body"]
+
+_PLACEHOLDER = "ctxline-messages-" + secrets.token_hex(16)
+
+
+def split_body(body: dict[str, Any]) -> tuple[bytes, bytes]:
+    """(bytes before the messages array's items, bytes after them)."""
+    body = {**body, "messages": _PLACEHOLDER}
+    raw = canonical_json(body)
+    head, _, foot = raw.partition(f'"{_PLACEHOLDER}"'.encode())
+    return head + b"[", b"]" + foot
+
+
+@dataclass(frozen=True, slots=True)
+class BodyParts:
+    """A body as ``b"".join(parts[:count]) + suffix``, with its sha256 already computed.
+
+    ``parts`` is the assembler's own growing list (shared, never rewritten in place), so
+    a step neither copies nor rehashes the frozen history.
+    """
+
+    parts: list[bytes]
+    count: int
+    suffix: bytes
+    sha256: str
+
+    def join(self) -> bytes:
+        return b"".join(self.parts[: self.count]) + self.suffix
+
+
+class Stream:
+    """The frozen items of the messages array: joined and hashed incrementally after a lead.
+
+    The lead is everything before the first frozen item (the head of the body, and the
+    system message for OpenAI); when it changes, the parts and the hash are rebuilt once.
+    """
+
+    def __init__(self) -> None:
+        self.items: list[bytes] = []
+        self.lead: bytes | None = None
+        self.parts: list[bytes] = []
+        self.digest = hashlib.sha256()
+        self.has_item = False
+
+    def extend(self, items: Sequence[bytes]) -> None:
+        self.items.extend(items)
+        if self.lead is not None:
+            self._add(items)
+
+    def _add(self, items: Sequence[bytes]) -> None:
+        for item in items:
+            part = b"," + item if self.has_item else item
+            self.has_item = True
+            self.parts.append(part)
+            self.digest.update(part)
+
+    def body(
+        self, lead: bytes, lead_has_item: bool, live: Sequence[bytes], foot: bytes
+    ) -> BodyParts:
+        if lead != self.lead:
+            self.lead = lead
+            self.parts = [lead]
+            self.digest = hashlib.sha256(lead)
+            self.has_item = lead_has_item
+            self._add(self.items)
+        joined = b",".join(live)
+        suffix = (b"," + joined if self.has_item else joined) if live else b""
+        suffix += foot
+        digest = self.digest.copy()
+        digest.update(suffix)
+        return BodyParts(self.parts, len(self.parts), suffix, "sha256:" + digest.hexdigest())
