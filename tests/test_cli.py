@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from conftest import REPO, shared_data
+from conftest import REPO, expected_claude_sessions, expected_sessions, shared_data, tau_file
 from ctxline import __version__
 from ctxline.cli.main import main
 from ctxline.importers import FORMATS
@@ -96,21 +96,8 @@ def demo(db: str) -> str:
 # --- the shared real data ----------------------------------------------------------
 
 
-EXPECTED_CLAUDE = {
-    "claude-code/258c7280-ae70-4798-800f-63464d01a85d",
-    "claude-code/agent-a881341",
-    "claude-code/agent-acompact-fffbd0",
-    "claude-code/4d5611e5-241a-462a-8d15-5122611a9569",
-    "claude-code/agent-a2898e3",
-    "claude-code/agent-acompact-e1f845",
-    "claude-code/short",
-    "claude-code/subagent",
-    "claude-code/tool_heavy",
-}
-
-
 def trajectory_files(root: Path) -> list[Path]:
-    """Every trajectory file of the shared data (main and sub-agent Claude Code files too)."""
+    """Every trajectory file of a data folder (main and sub-agent Claude Code files too)."""
     files = [
         *sorted((root / "tau-bench").glob("*.json")),
         *sorted((root / "swe-agent").glob("*.traj")),
@@ -123,7 +110,7 @@ def trajectory_files(root: Path) -> list[Path]:
 
 @pytest.fixture(scope="module")
 def imported(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, list[str]]:
-    """All of ../shared/data imported into one database, file by file: (db, ids printed)."""
+    """All of the real data imported into one database, file by file: (db, ids printed)."""
     root = shared_data()
     db = str(tmp_path_factory.mktemp("shared") / "all.db")
     ids: list[str] = []
@@ -139,11 +126,11 @@ def test_import_every_shared_file(imported: tuple[str, list[str]]) -> None:
     db, ids = imported
     stored = sessions(db)
     by_format = collections.Counter(sid.split("/")[0] for sid in stored)
-    assert by_format["tau-bench"] == 100
-    assert by_format["swe-agent"] == 22
-    assert by_format["mini-swe-agent"] == 31
-    assert {sid for sid in stored if sid.startswith("claude-code/")} == EXPECTED_CLAUDE
-    assert len(stored) == 162
+    expected = expected_sessions(shared_data())  # counted from the raw files
+    assert by_format == expected
+    claude = {sid for sid in stored if sid.startswith("claude-code/")}
+    assert claude == expected_claude_sessions(shared_data())
+    assert len(stored) == sum(expected.values())
     assert "tau-bench/airline/0-0" in stored
     assert "mini-swe-agent/psf__requests-1142" in stored
     # --json printed every stored id (sub-agents twice: with their main file and alone)
@@ -166,7 +153,7 @@ def test_importing_the_same_file_twice_appends_nothing(
     before = sessions(db)
     root = shared_data()
     for path in (
-        root / "tau-bench" / "gpt-4o-airline-tasks-00-24.json",
+        tau_file(root),
         root / "mini-swe-agent" / "psf__requests-1142.traj.json",
         root / "claude-code" / "258c7280-ae70-4798-800f-63464d01a85d.jsonl",
     ):
@@ -182,7 +169,7 @@ def test_import_a_whole_folder(db: str) -> None:
     result = run(["import", str(root), "--db", db, "--json"])
     assert result.exit_code == 0, result.stderr
     ids = json.loads(result.stdout)
-    assert len(ids) == len(set(ids)) == 162
+    assert len(ids) == len(set(ids)) == sum(expected_sessions(root).values())
     assert "sb-cli-report.json" in result.stderr  # not a trajectory: skipped, not fatal
     stored = sessions(db)
     assert set(stored) == set(ids)
@@ -554,8 +541,7 @@ def test_version_subprocess() -> None:
 
 def test_console_script_errors_are_one_line(tmp_path: Path) -> None:
     script = Path(sys.executable).with_name("ctxline")
-    if not script.is_file():
-        pytest.skip(f"no console script at {script}")
+    assert script.is_file(), f"no console script at {script}: pip install -e '.[dev]'"
     lines = [json.dumps(USER), json.dumps(NOTE), "not json", json.dumps(USER), json.dumps(NOTE)]
     db = tmp_path / "sub.db"
     proc = subprocess.run(

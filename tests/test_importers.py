@@ -1,4 +1,4 @@
-"""The importers: real files from ../shared/data and examples/data, plus small crafted inputs."""
+"""The importers: real files (../shared/data or tests/data, and examples/data), plus crafted inputs."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import shared_data
+from conftest import DATA, expected_claude_sessions, expected_sessions, shared_data
 from ctxline import event_from_json
 from ctxline.errors import ValidationError
 from ctxline.importers import FORMATS, ImportedSession, detect_format, load
@@ -108,26 +108,34 @@ def jsonl(*objs: object) -> str:
 # --- the shared real data ----------------------------------------------------------
 
 
-def test_counts(loaded: dict[str, list[ImportedSession]]) -> None:
-    assert len(loaded["tau-bench"]) == 100
-    assert len(loaded["swe-agent"]) == 22
-    assert len(loaded["mini-swe-agent"]) == 31
+def test_counts(data: Path, loaded: dict[str, list[ImportedSession]]) -> None:
+    expected = expected_sessions(data)  # counted from the raw files
+    for fmt in ("tau-bench", "swe-agent", "mini-swe-agent"):
+        assert len(loaded[fmt]) == expected[fmt] > 0, fmt
+    # each main file loads as itself and the sub-agent files in <stem>/subagents/, once each
+    mains = sorted((data / "claude-code").glob("*.jsonl"))
+    subagents = [p for m in mains for p in (m.parent / m.stem / "subagents").glob("*.jsonl")]
     claude = {s.id for s in loaded["claude-code"]}
-    assert len(claude) == len(loaded["claude-code"]) == 9  # 5 main files + 4 sub-agent files
-    assert {
-        "claude-code/258c7280-ae70-4798-800f-63464d01a85d",
-        "claude-code/agent-a881341",
-        "claude-code/agent-acompact-fffbd0",
-        "claude-code/4d5611e5-241a-462a-8d15-5122611a9569",
-        "claude-code/agent-a2898e3",
-        "claude-code/agent-acompact-e1f845",
-        "claude-code/short",
-        "claude-code/subagent",
-        "claude-code/tool_heavy",
-    } == claude
+    assert claude == {f"claude-code/{p.stem}" for p in [*mains, *subagents]}
+    assert len(loaded["claude-code"]) == len(claude)
+    assert claude <= expected_claude_sessions(data)
     tau_ids = [s.id for s in loaded["tau-bench"]]
-    assert len(set(tau_ids)) == 100
+    assert len(set(tau_ids)) == len(tau_ids)
     assert "tau-bench/airline/0-0" in tau_ids
+
+
+def test_the_repo_subset_holds_what_the_tests_need() -> None:
+    """tests/data, the subset a plain clone tests with: every format, with its license."""
+    assert expected_sessions(DATA) == {
+        "tau-bench": 24,
+        "swe-agent": 8,
+        "mini-swe-agent": 4,
+        "claude-code": 7,
+    }
+    for folder in ("tau-bench", "swe-agent", "mini-swe-agent", "claude-code"):
+        assert list((DATA / folder).glob("LICENSE*")), folder
+    total = sum(p.stat().st_size for p in DATA.rglob("*") if p.is_file())
+    assert total < 8_000_000
 
 
 def test_every_session_is_store_valid(loaded: dict[str, list[ImportedSession]]) -> None:

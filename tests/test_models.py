@@ -21,6 +21,7 @@ from anthropic.types.message_create_params import MessageCreateParamsNonStreamin
 from openai.types.chat.completion_create_params import CompletionCreateParamsNonStreaming
 from pydantic import TypeAdapter
 
+from conftest import tau_file
 from ctxline.context import Context
 from ctxline.errors import CtxlineError, ValidationError
 from ctxline.importers import load
@@ -78,7 +79,7 @@ def materialize(value: Any) -> Any:
 
 def prepared(data_dir: Path, provider: str) -> dict[str, Any]:
     """A real tau-bench trajectory with state, a rule and a notification, prepared."""
-    session = load(data_dir / "tau-bench" / "gpt-4o-airline-tasks-00-24.json")[0]
+    session = load(tau_file(data_dir))[0]
     store = MemoryStore()
     ctx = Context(
         store,

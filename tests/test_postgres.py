@@ -26,14 +26,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import psycopg  # the postgres extra, part of dev
 import pytest
-
-try:
-    import psycopg
-except ImportError:
-    if os.environ.get("CI") == "true":
-        raise
-    pytest.skip("psycopg is not installed (pip install -e '.[postgres]')", allow_module_level=True)
 
 import pg_server
 from ctxline.errors import BlobError, Conflict, IntegrityError, PairingError, ValidationError

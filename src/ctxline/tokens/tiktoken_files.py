@@ -3,9 +3,11 @@
 tiktoken downloads its BPE rank files on first use, and on a hash mismatch it
 deletes the cached file — unusable on a machine with no network, and dangerous to
 point at someone else's folder. So ctxline finds the file itself, in this order:
-``$CTXLINE_TIKTOKEN_DIR``, ``$TIKTOKEN_CACHE_DIR``, then the copies that the
-``litellm`` wheel (our ``exact`` extra) ships — located with ``find_spec``, without
-importing litellm. A file is used only if its sha256 is the one tiktoken expects; a
+``$CTXLINE_TIKTOKEN_DIR``, ``$TIKTOKEN_CACHE_DIR``, then the copies bundled inside
+this package (``ctxline/tokens/tiktoken_data/<name>.tiktoken.xz``, 1.7 MB for both,
+decompressed with the standard library's ``lzma``). In each folder a file may be
+named by tiktoken's cache key, ``<name>.tiktoken`` or ``<name>.tiktoken.xz``. A file is
+used only if the sha256 of its (decompressed) bytes is the one tiktoken expects; a
 file that fails the check is skipped and never modified. The ranks, split regex and
 special tokens then build a ``tiktoken.Encoding`` equal to ``tiktoken.get_encoding``'s
 (copied from ``tiktoken_ext/openai_public.py``). Encodings are cached per process.
@@ -18,7 +20,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import importlib.util
+import lzma
 import os
 import threading
 from collections.abc import Sequence
@@ -32,13 +34,17 @@ if TYPE_CHECKING:
     import tiktoken
 
 __all__ = [
+    "BUNDLED_DIR",
     "SPECS",
     "EncodingSpec",
+    "bundled_dir",
     "encoding",
-    "litellm_tokenizer_dir",
     "load_encoding",
     "search_dirs",
 ]
+
+BUNDLED_DIR = Path(__file__).resolve().with_name("tiktoken_data")
+"""The compressed copies of both rank files shipped inside the package."""
 
 _ENDOFTEXT = "<|endoftext|>"
 _FIM_PREFIX = "<|fim_prefix|>"
@@ -76,8 +82,9 @@ class EncodingSpec:
         return hashlib.sha1(self.url.encode()).hexdigest()
 
     @property
-    def file_names(self) -> tuple[str, str]:
-        return (self.cache_key, f"{self.name}.tiktoken")
+    def file_names(self) -> tuple[str, str, str]:
+        """Names looked for in each folder: tiktoken's cache key, plain, xz-compressed."""
+        return (self.cache_key, f"{self.name}.tiktoken", f"{self.name}.tiktoken.xz")
 
 
 SPECS: dict[str, EncodingSpec] = {
@@ -104,31 +111,19 @@ SPECS: dict[str, EncodingSpec] = {
 }
 
 
-def litellm_tokenizer_dir() -> Path | None:
-    """litellm's bundled tokenizer folder, found without importing litellm."""
-    try:
-        spec = importlib.util.find_spec("litellm")
-    except (ImportError, ValueError):
-        return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    for location in spec.submodule_search_locations:
-        folder = Path(location) / "litellm_core_utils" / "tokenizers"
-        if folder.is_dir():
-            return folder
-    return None
+def bundled_dir() -> Path:
+    """The folder of the copies bundled with ctxline (:data:`BUNDLED_DIR`)."""
+    return BUNDLED_DIR
 
 
 def search_dirs() -> list[Path]:
-    """The folders searched, in order: the two environment variables, then litellm's."""
+    """The folders searched, in order: the two environment variables, then the bundled copies."""
     dirs = [
         Path(v)
         for v in (os.environ.get(k) for k in ("CTXLINE_TIKTOKEN_DIR", "TIKTOKEN_CACHE_DIR"))
         if v
     ]
-    bundled = litellm_tokenizer_dir()
-    if bundled is not None:
-        dirs.append(bundled)
+    dirs.append(bundled_dir())
     return dirs
 
 
@@ -151,10 +146,10 @@ def _unavailable(
     searched = ", ".join(str(d) for d in dirs) or "(no folders)"
     message = (
         f"exact tokenizer {spec.name} is unavailable offline: no file with sha256 {spec.sha256} "
-        f"was found. Install the exact extra (pip install 'ctxline[exact]'), or download "
-        f"{spec.url} into a folder as {spec.file_names[1]!r} (or {spec.cache_key!r}) and set "
-        f"CTXLINE_TIKTOKEN_DIR to that folder; or use the estimator get_counter('bytes/4'). "
-        f"Searched: {searched}."
+        f"was found. ctxline ships it as {BUNDLED_DIR / spec.file_names[2]}: if that copy is "
+        f"missing or damaged, reinstall ctxline, or download {spec.url} into a folder as "
+        f"{spec.file_names[1]!r} (or {spec.cache_key!r}) and set CTXLINE_TIKTOKEN_DIR to that "
+        f"folder; or use the estimator get_counter('bytes/4'). Searched: {searched}."
     )
     if rejected:
         message += " Rejected: " + "; ".join(rejected) + "."
@@ -179,9 +174,16 @@ def load_encoding(name: str, dirs: Sequence[Path] | None = None) -> tiktoken.Enc
                 data = path.read_bytes()
             except OSError:
                 continue
+            if path.suffix == ".xz":
+                try:
+                    data = lzma.decompress(data)
+                except lzma.LZMAError as exc:
+                    rejected.append(f"{path} is not a valid xz file ({exc})")
+                    continue
             actual = hashlib.sha256(data).hexdigest()
             if actual != spec.sha256:
-                rejected.append(f"{path} has sha256 {actual}, expected {spec.sha256}")
+                what = "decompressed to" if path.suffix == ".xz" else "has"
+                rejected.append(f"{path} {what} sha256 {actual}, expected {spec.sha256}")
                 continue
             return tiktoken.Encoding(
                 name=spec.name,

@@ -1,0 +1,121 @@
+"""The child process that runs llama.cpp for :class:`~ctxline.models.local.LocalClient`.
+
+:class:`~ctxline.models.local.LocalClient` starts this file as a script with
+``python -P`` (so neither its folder nor the working directory shadows a module) and
+talks to it in JSON lines: the first line on stdin is the load configuration, answered
+by ``{"ok": true, "pid": …}`` once the model is loaded; then one request per line
+(``{"op": "complete", …}`` or ``{"op": "count", "text": …}``), one reply per line
+(``{"ok": true, …}`` or ``{"ok": false, "error": "…"}``). It exits when stdin closes.
+
+Replies go to a private duplicate of the original stdout; file descriptor 1 is pointed
+at stderr before llama.cpp is loaded, so whatever native code prints can never corrupt
+the protocol, and the parent sends stderr to a log file. A native crash — SIGSEGV in
+``llama_decode``, an out-of-memory kill — ends only this process: the parent sees the
+end of the stream and the signal, and starts a new worker on its next call.
+
+Only the standard library and ``llama_cpp`` are imported here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from collections.abc import Sequence
+from typing import IO, Any
+
+__all__ = ["main", "serve"]
+
+
+def _shared_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def _write(out: IO[bytes], obj: dict[str, Any]) -> None:
+    out.write(json.dumps(obj).encode("ascii") + b"\n")
+    out.flush()
+
+
+def _complete(llama: Any, request: dict[str, Any]) -> dict[str, Any]:
+    before = list(llama._input_ids)
+    out = llama.create_chat_completion(
+        messages=request["messages"],
+        temperature=float(request["temperature"]),
+        max_tokens=int(request["max_tokens"]),
+        seed=int(request["seed"]),
+    )
+    usage = out.get("usage") or {}
+    prompt = int(usage.get("prompt_tokens", 0))
+    reused = min(_shared_prefix(before, list(llama._input_ids[:prompt])), prompt)
+    choice = out["choices"][0]
+    return {
+        "ok": True,
+        "text": str(choice["message"].get("content") or ""),
+        "finish_reason": str(choice.get("finish_reason") or ""),
+        "prompt_tokens": prompt,
+        "completion_tokens": int(usage.get("completion_tokens", 0)),
+        "reused": reused,
+    }
+
+
+def _error(exc: Exception) -> dict[str, Any]:
+    if isinstance(exc, ValueError | RuntimeError):  # e.g. a prompt longer than n_ctx
+        return {"ok": False, "error": str(exc)}
+    return {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+
+
+def serve(requests: IO[bytes], replies: IO[bytes]) -> None:
+    """Load the model named by the first line of ``requests``, then answer line by line."""
+    first = requests.readline()
+    if not first:
+        return
+    config = json.loads(first)
+    try:
+        import llama_cpp
+
+        llama = llama_cpp.Llama(
+            model_path=str(config["model_path"]),
+            n_ctx=int(config["n_ctx"]),
+            n_threads=int(config["n_threads"]),
+            n_threads_batch=int(config["n_threads"]),
+            seed=int(config["seed"]),
+            verbose=False,
+        )
+    except Exception as exc:
+        _write(replies, _error(exc))
+        return
+    _write(replies, {"ok": True, "pid": os.getpid()})
+    for line in requests:
+        try:
+            request = json.loads(line)
+            op = request.get("op")
+            if op == "complete":
+                reply = _complete(llama, request)
+            elif op == "count":
+                text = str(request["text"])
+                tokens = llama.tokenize(text.encode(), add_bos=False, special=False)
+                reply = {"ok": True, "tokens": len(tokens)}
+            else:
+                reply = {"ok": False, "error": f"unknown request {op!r}"}
+        except Exception as exc:
+            reply = _error(exc)
+        _write(replies, reply)
+
+
+def main() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the parent, which stops us
+    replies = os.fdopen(os.dup(1), "wb")  # the protocol's own copy of stdout
+    os.dup2(2, 1)  # anything else written to stdout, native code included, goes to the log
+    sys.stdout = sys.stderr
+    with replies:
+        serve(sys.stdin.buffer, replies)
+
+
+if __name__ == "__main__":
+    main()
