@@ -24,6 +24,7 @@ from ctxline.cli.common import db_option, one_line_errors
 from ctxline.cli.models import chat_cmd, eval_cmd
 from ctxline.cli.prepare import prepare_cmd, request_cmd, requests_cmd
 from ctxline.cli.replay import replay_cmd
+from ctxline.cli.serve import serve_cmd
 from ctxline.cli.tools import blob_cmd
 from ctxline.errors import (
     Conflict,
@@ -322,6 +323,7 @@ main.add_command(search_cmd)
 main.add_command(doctor_cmd)
 main.add_command(eval_cmd)
 main.add_command(chat_cmd)
+main.add_command(serve_cmd)
 
 if __name__ == "__main__":  # pragma: no cover
     main()
