@@ -9,9 +9,12 @@ one cause from :data:`CAUSES`, and prices the re-billed tokens with
 :mod:`ctxline.pricing` (at the cache-write price where the request writes Anthropic's
 cache, since those tokens are written again; else at the input price).
 
-The re-billed figure is an upper bound: it counts every token after the difference
-that the previous request sent, while providers cache in steps (OpenAI from 1,024
-tokens in 128-token steps; Anthropic from 1,024–4,096 tokens by model).
+Re-billed tokens are those of the parts after the difference that the previous request
+sent too (and so had cached): a message kept verbatim by a compaction, every history
+message after a changed guide. New content (a summary, the messages since the last
+request, a replaced tail) is not counted: it was never cached. Counts are by part;
+providers cache in steps (OpenAI from 1,024 tokens in 128-token steps, Anthropic at its
+breakpoints, from 1,024–4,096 tokens by model), so a bill can differ by up to a step.
 
     diff = compare(previous, current, events)
     diff.broke, diff.cause, diff.rebilled_tokens, diff.cost
@@ -19,6 +22,7 @@ tokens in 128-token steps; Anthropic from 1,024–4,096 tokens by model).
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
@@ -111,8 +115,10 @@ def common_prefix(a: bytes, b: bytes) -> int:
     return lo
 
 
-def _key(part: Part) -> object:
-    return (part.section, part.message) if part.message is not None else (part.section, part.text)
+def _key(part: Part) -> tuple[str, str, str, str, bool]:
+    """What a provider's cache sees of a part: its content, not the record seq behind it."""
+    m = part.message
+    return (part.section, part.role, part.text, m.call_id if m else "", bool(m and m.is_error))
 
 
 def _locate_byte(parts: Sequence[Part], offset: int) -> Part | None:
@@ -164,6 +170,18 @@ def _cause(
     return "history", part.seq
 
 
+def _rebilled(before: Sequence[Part], after: Sequence[Part]) -> int:
+    """Tokens of the parts of ``after`` that ``before`` sent too (each part counted once)."""
+    left = Counter(_key(p) for p in before)
+    total = 0
+    for part in after:
+        key = _key(part)
+        if left[key] > 0:
+            left[key] -= 1
+            total += part.tokens
+    return total
+
+
 def compare(prev: Rebuilt, cur: Rebuilt, events: Sequence[StoredEvent]) -> Diff:
     """The difference of ``cur`` from ``prev`` (both rebuilt with parts, ``events`` the timeline's)."""
     between = events[prev.header_seq : cur.header_seq - 1]
@@ -181,16 +199,15 @@ def compare(prev: Rebuilt, cur: Rebuilt, events: Sequence[StoredEvent]) -> Diff:
                     section = "tail"
                 break
     broke = index >= 0
-    shared = (
-        sum(p.tokens for p in cur.parts[: max(index, 0)])
-        if broke
-        else sum(p.tokens for p in prev.parts)
-    )
+    start = max(index, 0)
     if broke and cur.provider == "anthropic" and section in ("tools", "system", "guide"):
-        shared = (
+        start = (
             0  # Anthropic caches at its breakpoints (the end of the system text): all or nothing
         )
-    rebilled = max(prev.total - shared, 0) if broke else 0
+    shared = (
+        sum(p.tokens for p in cur.parts[:start]) if broke else sum(p.tokens for p in prev.parts)
+    )
+    rebilled = _rebilled(prev.parts[start:], cur.parts[start:]) if broke else 0
     cause, cause_seq = "", 0
     part = cur.parts[index] if broke and index < len(cur.parts) else old
     if broke and prev.model != cur.model:

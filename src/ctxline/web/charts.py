@@ -275,10 +275,11 @@ def composition_bar(
         pos += tokens
     for label, tokens, color in marks:
         mx = x(tokens)
+        anchor = "end" if mx > width - 60 else "start" if mx < 60 else "middle"
         parts.append(
             f'<line x1="{mx:.1f}" x2="{mx:.1f}" y1="{bar_y - 8}" y2="{bar_y + bar_h + 6}" stroke="{escape(color)}" '
             f'stroke-width="2"><title>{escape(label)}: {tokens:,}</title></line>'
-            f'<text x="{min(max(mx, 30), width - 30):.1f}" y="{bar_y - 11}" text-anchor="middle">'
+            f'<text x="{mx:.1f}" y="{bar_y - 11}" text-anchor="{anchor}">'
             f"{escape(label)} {short(tokens)}</text>"
         )
     parts.append(

@@ -71,22 +71,28 @@ def segments(text: str) -> list[Seg]:
     def title() -> str:
         return " › ".join(t for _, t in stack)
 
-    for m in _TAG.finditer(text):
+    matches = list(_TAG.finditer(text))
+    closes: dict[str, int] = {}  # tag -> index of its last closing tag
+    for i, m in enumerate(matches):
+        if m.group(1):
+            closes[m.group(2)] = i
+    for i, m in enumerate(matches):
         if m.start() > pos:
             out.append(Seg(text[pos : m.start()], tuple(t for t, _ in stack), False, title()))
         closing, tag, attrs, self_closing = m.group(1), m.group(2), m.group(3), m.group(4)
         if closing:
             out.append(Seg(m.group(0), tuple(t for t, _ in stack), True, title()))
-            for i in range(len(stack) - 1, -1, -1):
-                if stack[i][0] == tag:
-                    del stack[i:]
+            for j in range(len(stack) - 1, -1, -1):
+                if stack[j][0] == tag:
+                    del stack[j:]
                     break
+        elif self_closing or closes.get(tag, -1) < i:  # a mention of a tag (the guide), not a block
+            label = tag + "".join(f" {k}={v}" for k, v in _ATTR.findall(attrs))
+            out.append(Seg(m.group(0), (*(t for t, _ in stack), tag), True, label))
         else:
             label = tag + "".join(f" {k}={v}" for k, v in _ATTR.findall(attrs))
             stack.append((tag, label))
             out.append(Seg(m.group(0), tuple(t for t, _ in stack), True, title()))
-            if self_closing:
-                stack.pop()
         pos = m.end()
     if pos < len(text):
         out.append(Seg(text[pos:], tuple(t for t, _ in stack), False, title()))
