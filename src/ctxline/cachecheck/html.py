@@ -23,7 +23,7 @@ __all__ = ["CACHE_COLORS", "render_cache_html", "write_cache_html"]
 
 CACHE_COLORS = {"cache read": "#59a14f", "cache write": "#edc948", "uncached": "#e15759"}
 EXPECTED = Line("expected", "expected cache read (what the call before left cached)", "#222", "4 2")
-EXTRA_CSS = "table.misses{border-collapse:collapse;font-size:13px}table.misses td,table.misses th{border-bottom:1px solid #e5e5e5;padding:3px 10px 3px 0;text-align:left;vertical-align:top}table.misses td.n{text-align:right;font-variant-numeric:tabular-nums}"
+EXTRA_CSS = ".at{white-space:nowrap}table.misses{border-collapse:collapse;font-size:13px}table.misses td,table.misses th{border-bottom:1px solid #e5e5e5;padding:3px 10px 3px 0;text-align:left;vertical-align:top}table.misses td.n{text-align:right;font-variant-numeric:tabular-nums}"
 
 
 def _chart(report: CacheReport) -> str:

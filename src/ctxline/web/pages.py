@@ -16,7 +16,7 @@ from typing import Any
 from starlette.exceptions import HTTPException
 
 from ctxline.pricing import format_usd
-from ctxline.record.events import Guide, RequestHeader, StoredEvent
+from ctxline.record.events import RequestHeader, StoredEvent
 from ctxline.record.store.base import TimelineInfo
 from ctxline.web.analysis import CAUSES, RunStep, compare
 from ctxline.web.charts import (
@@ -31,8 +31,16 @@ from ctxline.web.charts import (
     run_chart,
 )
 from ctxline.web.data import SECTIONS, Rebuilt, branch_marks, rebuild_steps
-from ctxline.web.readonly import BlobRow, SessionRow
-from ctxline.web.views import event_json, kind_counts, segments, summarize
+from ctxline.web.readonly import SessionRow
+from ctxline.web.views import (
+    blob_row,
+    blob_text,
+    event_json,
+    guide_versions,
+    kind_counts,
+    segments,
+    summarize,
+)
 
 __all__ = [
     "BLOBS_PER_PAGE",
@@ -364,41 +372,4 @@ def event(
         "request_url": _url("/request", s=session, t=timeline, step=ev.step)
         if isinstance(ev, RequestHeader)
         else "",
-    }
-
-
-def guide_versions(guides: Sequence[StoredEvent]) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    previous = ""
-    for stored in guides:
-        g = stored.event
-        assert isinstance(g, Guide)
-        changes = list(
-            difflib.unified_diff(
-                previous.splitlines(), g.text.splitlines(), "before", "after", lineterm="", n=1
-            )
-        )
-        out.append(
-            {
-                "seq": stored.seq,
-                "at": stored.at.isoformat(timespec="seconds"),
-                "version": g.version,
-                "text": g.text,
-                "segments": segments(g.text),
-                "changes": changes,
-            }
-        )
-        previous = g.text
-    return out
-
-
-def blob_text(data: bytes, limit: int = 1_000_000) -> str:
-    return data[:limit].decode("utf-8", "replace")
-
-
-def blob_row(row: BlobRow) -> dict[str, Any]:
-    return {
-        "ref": row.ref,
-        "size": row.size,
-        "preview": " ".join(blob_text(row.head, 200).split())[:160],
     }

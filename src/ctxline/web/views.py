@@ -13,6 +13,7 @@ rendered text can only be ctxline's own (:data:`ctxline.tags.TAG_PATTERN`) — w
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from collections.abc import Sequence
@@ -39,8 +40,19 @@ from ctxline.record.events import (
     UserMessage,
     event_to_json,
 )
+from ctxline.web.readonly import BlobRow
 
-__all__ = ["Seg", "event_json", "kind_counts", "one_line", "segments", "summarize"]
+__all__ = [
+    "Seg",
+    "blob_row",
+    "blob_text",
+    "event_json",
+    "guide_versions",
+    "kind_counts",
+    "one_line",
+    "segments",
+    "summarize",
+]
 
 _TAG = re.compile(r"<(/?)(ctx-[a-z][a-z0-9-]*)((?:\s[^<>]*?)?)(/?)>")
 _ATTR = re.compile(r'([a-z][a-z0-9-]*)="([^"]*)"')
@@ -168,3 +180,40 @@ def kind_counts(events: Sequence[StoredEvent]) -> dict[str, int]:
     for ev in events:
         counts[ev.kind] = counts.get(ev.kind, 0) + 1
     return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def guide_versions(guides: Sequence[StoredEvent]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    previous = ""
+    for stored in guides:
+        g = stored.event
+        assert isinstance(g, Guide)
+        changes = list(
+            difflib.unified_diff(
+                previous.splitlines(), g.text.splitlines(), "before", "after", lineterm="", n=1
+            )
+        )
+        out.append(
+            {
+                "seq": stored.seq,
+                "at": stored.at.isoformat(timespec="seconds"),
+                "version": g.version,
+                "text": g.text,
+                "segments": segments(g.text),
+                "changes": changes,
+            }
+        )
+        previous = g.text
+    return out
+
+
+def blob_text(data: bytes, limit: int = 1_000_000) -> str:
+    return data[:limit].decode("utf-8", "replace")
+
+
+def blob_row(row: BlobRow) -> dict[str, Any]:
+    return {
+        "ref": row.ref,
+        "size": row.size,
+        "preview": " ".join(blob_text(row.head, 200).split())[:160],
+    }
