@@ -74,3 +74,21 @@ def test_without_the_web_extra_it_names_the_extra(tmp_path: Path) -> None:
         "ctxline serve needs the web extra (starlette, uvicorn missing): pip install 'ctxline[web]'"
         in result.stderr
     )
+
+
+def test_the_reports_need_no_web_extra(tmp_path: Path) -> None:
+    code = (
+        "import sys\n"
+        "for name in ('starlette', 'jinja2', 'uvicorn'): sys.modules[name] = None\n"
+        "from ctxline.cli import main\n"
+        f"main(['doctor', '--cache', 'examples/data/claude-code/short.jsonl', '--html', {str(tmp_path / 'c.html')!r}],"
+        " standalone_mode=False)\n"
+        f"main(['replay', 'examples/data/tau-bench', '--db', ':memory:', '--report', {str(tmp_path / 'r.html')!r},"
+        " '--json'], standalone_mode=False)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert '<svg class="chart"' in (tmp_path / "c.html").read_text()
+    assert '<svg class="chart"' in (tmp_path / "r.html").read_text()

@@ -48,7 +48,7 @@ def _chart(report: CacheReport) -> str:
 
 def _section(report: CacheReport) -> str:
     rows = "".join(
-        f'<tr class="{escape(r.status)}"><td class="n">{r.call}</td><td class="n">{r.line}</td><td>{escape(r.at)}</td>'
+        f'<tr class="{escape(r.status)}"><td class="n">{r.call}</td><td class="n">{r.line}</td><td class="at">{escape(r.at)}</td>'
         f'<td class="n">{r.cache_read:,}</td><td class="n">{r.cache_write + r.cache_write_1h:,}</td>'
         f'<td class="n">{r.uncached:,}</td><td class="n">{r.lost:,}</td><td class="n">{escape(format_usd(r.miss_cost))}</td>'
         f"<td><b>{escape(r.cause)}</b>: {escape(CAUSES[r.cause])}"
