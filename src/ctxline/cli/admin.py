@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import click
 
@@ -27,12 +28,43 @@ __all__ = ["doctor_cmd", "search_cmd"]
 @click.command("doctor")
 @db_option
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object.")
-def doctor_cmd(db: str, as_json: bool) -> None:
+@click.option(
+    "--cache",
+    "cache_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Check the prompt cache of another agent's logs instead (Claude Code JSONL, a file or folder).",
+)
+@click.option(
+    "--html",
+    "html_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="With --cache: also write an HTML page.",
+)
+@click.option(
+    "--prices",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="With --cache: a price table (pricing.json's format).",
+)
+def doctor_cmd(
+    db: str, as_json: bool, cache_path: Path | None, html_path: Path | None, prices: Path | None
+) -> None:
     """Check a record's integrity and say what is wrong (exit 0 healthy, 2 problems).
 
     SQLite: header, WAL files, every page, timeline heads, every blob re-hashed and the
     search index. PostgreSQL: the same through the server. Nothing is changed.
+    With --cache: every model call's cache read / write / uncached tokens, every miss
+    with its likely cause and cost (exit 0).
     """
+    if cache_path is not None:  # the logic lives in ctxline.cachecheck
+        from ctxline.cachecheck.cli import run_cache_doctor
+
+        run_cache_doctor(cache_path, html_path, prices, as_json)
+        return
+    if html_path is not None or prices is not None:
+        fail("--html and --prices go with --cache")
     with one_line_errors():
         report = run_doctor(db)
     if as_json:

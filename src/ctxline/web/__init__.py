@@ -1,4 +1,12 @@
-"""Pages for people: the HTML reports of ``replay`` and ``eval`` (and the inspector).
+"""Pages for people. The inspector: ``ctxline serve`` (a read-only local web app over a record), the charts it
+shares with the replay report and ``doctor --cache --html``, and the read-only record reader.
 
-    from ctxline.web.report_html import write_report
+Needs the ``web`` extra (Starlette, Jinja2, uvicorn) for the app; the charts and the
+replay report need nothing.
+
+    from ctxline.web.readonly import open_readonly
+    from ctxline.web.app import create_app
+    app = create_app(open_readonly("ctxline.db"))
 """
+
+__all__: list[str] = []

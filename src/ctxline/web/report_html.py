@@ -3,8 +3,9 @@
 A replay's JSON says *whether* every request fit; the page shows *how*: per step, the
 tokens by section (tools, system, history, tail) stacked under the input limit, the
 tokens reused from the previous request, and where the ladder acted (fold, trim,
-compact) or the cache broke. Everything is inline — CSS and SVG, no script, font or
-link — so the file opens offline and can be attached to an issue.
+compact) or the cache broke. The plots are the inspector's (:mod:`ctxline.web.charts`,
+the same drawing as ``ctxline serve``), inline — CSS and SVG, no script, font or link —
+so the file opens offline and can be attached to an issue.
 
 Long runs stay readable: the overview draws at most :data:`MAX_POINTS` columns (a
 column shows its largest request), and each session gets its own small plot.
@@ -19,20 +20,29 @@ from __future__ import annotations
 
 import html
 import json
-import math
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from ctxline.web.charts import (
+    LIMIT_COLOR,
+    REUSED_COLOR,
+    SECTION_COLORS,
+    ChartStep,
+    Line,
+    legend,
+    run_chart,
+)
 
 __all__ = ["MAX_POINTS", "SECTIONS", "format_value", "render_report", "write_report"]
 
 SECTIONS = ("tools", "system", "history", "tail")
-COLORS = {"tools": "#9c755f", "system": "#4e79a7", "history": "#a0cbe8", "tail": "#f28e2b"}
-ACTION_COLORS = {"compact": "#d62728", "trim": "#e8a33d", "fold": "#2ca089"}
-OTHER_ACTION = "#7f7f7f"
-LIMIT_COLOR, REUSED_COLOR, BREAK_COLOR = "#c0392b", "#2e7d32", "#222"
+COLORS = {s: SECTION_COLORS[s] for s in SECTIONS}
+LINES = (
+    Line("limit", "input limit", LIMIT_COLOR, "5 3"),
+    Line("reused", "reused from previous request", REUSED_COLOR),
+)
 MAX_POINTS = 600
 """The most columns one plot draws; longer runs are binned (each bin shows its peak step)."""
 MAX_SEPARATORS = 100
@@ -51,16 +61,14 @@ text-align:left;vertical-align:top}
 table.summary td.v{text-align:right;font-weight:600}
 table.summary td.map{text-align:left;font-weight:400;font-size:13px}
 .legend span{display:inline-block;margin-right:16px;white-space:nowrap}
-.sw{display:inline-block;width:12px;height:12px;vertical-align:-1px;margin-right:4px;
-border-radius:2px}
-.ln{display:inline-block;width:18px;height:0;border-top:2px solid;vertical-align:4px;
-margin-right:4px}
+.legend svg{display:inline-block;width:12px;height:12px;vertical-align:-1px;margin-right:4px}
+.legend svg.ln{width:18px;height:4px;vertical-align:3px}
 .grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(440px,1fr));gap:14px}
 .facet{border:1px solid #eee;border-radius:6px;padding:6px 8px}
 .facet h3{font-size:12px;font-weight:600;margin:0;overflow:hidden;text-overflow:ellipsis;
 white-space:nowrap}
 .facet p{font-size:11px;color:#666;margin:0 0 2px}
-svg{display:block;width:100%;height:auto}svg text{font:10px system-ui,sans-serif;fill:#555}
+svg.chart{display:block;width:100%;height:auto}svg text{font:10px system-ui,sans-serif;fill:#555}
 .note{color:#666;font-size:12px}
 """
 
@@ -80,33 +88,8 @@ def format_value(value: Any) -> str:
     return str(value)
 
 
-def _short(n: float) -> str:
-    if n >= 1_000_000:
-        return f"{n / 1e6:.3g}M"
-    if n >= 1_000:
-        return f"{n / 1e3:.3g}k"
-    return f"{n:.0f}"
-
-
 def _n(count: int, noun: str) -> str:
     return f"{count:,} {noun}{'' if count == 1 else 's'}"
-
-
-def _nice_step(top: float, ticks: int = 4) -> float:
-    raw = max(top, 1) / ticks
-    base = 10.0 ** math.floor(math.log10(raw))
-    return next(m * base for m in (1.0, 2.0, 2.5, 5.0, 10.0) if m * base >= raw)
-
-
-@dataclass(frozen=True, slots=True)
-class _Column:
-    """One drawn column: a step, or a bin of steps shown by its largest request."""
-
-    first: int
-    last: int
-    step: Mapping[str, Any]
-    actions: tuple[str, ...]
-    breaks: int
 
 
 def _tok(step: Mapping[str, Any], key: str) -> int:
@@ -117,24 +100,14 @@ def _tok(step: Mapping[str, Any], key: str) -> int:
     return int(tokens.get(key) or 0)
 
 
-def _columns(steps: Sequence[Mapping[str, Any]], max_points: int) -> list[_Column]:
-    size = max(1, math.ceil(len(steps) / max_points))
-    out = []
-    for i in range(0, len(steps), size):
-        chunk = steps[i : i + size]
-        peak = max(chunk, key=lambda s: _tok(s, "total"))
-        actions = tuple(dict.fromkeys(str(a) for s in chunk for a in s.get("actions") or ()))
-        out.append(
-            _Column(i, i + len(chunk) - 1, peak, actions, sum(bool(s.get("break")) for s in chunk))
-        )
-    return out
-
-
-def _action_color(actions: Sequence[str]) -> str:
-    for kind in ("compact", "trim", "fold"):
-        if kind in actions:
-            return ACTION_COLORS[kind]
-    return OTHER_ACTION
+def _chart_step(i: int, step: Mapping[str, Any]) -> ChartStep:
+    return ChartStep(
+        label=f"step {step.get('step', i + 1)}",
+        values={s: _tok(step, s) for s in SECTIONS},
+        lines={"limit": float(step.get("limit") or 0), "reused": float(step.get("reused") or 0)},
+        actions=tuple(str(a) for a in step.get("actions") or ()),
+        broke=bool(step.get("break")),
+    )
 
 
 def _plot(
@@ -145,99 +118,20 @@ def _plot(
     max_points: int = MAX_POINTS,
     separators: Sequence[int] = (),
 ) -> str:
-    """An inline SVG: stacked sections, limit and reuse lines, action and break markers."""
-    cols = _columns(steps, max_points)
-    left, right, top, bottom = 44, 8, 22, 18
-    pw, ph = width - left - right, height - top - bottom
-    peak = max(
-        [_tok(c.step, "total") for c in cols] + [int(c.step.get("limit") or 0) for c in cols]
+    chart = [_chart_step(i, s) for i, s in enumerate(steps)]
+    return run_chart(
+        chart,
+        COLORS,
+        LINES,
+        width=width,
+        height=height,
+        max_points=max_points,
+        separators=separators,
     )
-    tick = _nice_step(peak * 1.05)
-    ymax = tick * math.ceil(peak * 1.05 / tick) or 1.0
-    bw = pw / len(cols)
-
-    def x(i: float) -> float:
-        return left + i * bw
-
-    def y(v: float) -> float:
-        return top + ph - ph * v / ymax
-
-    parts = [f'<svg viewBox="0 0 {width} {height}" role="img">']
-    for k in range(int(ymax / tick) + 1):
-        v = k * tick
-        parts.append(
-            f'<line x1="{left}" x2="{width - right}" y1="{y(v):.1f}" y2="{y(v):.1f}" '
-            f'stroke="#eee"/><text x="{left - 4}" y="{y(v) + 3:.1f}" text-anchor="end">'
-            f"{_short(v)}</text>"
-        )
-    for idx in separators:
-        sx = x(idx / max(1, math.ceil(len(steps) / max_points)))
-        parts.append(
-            f'<line x1="{sx:.1f}" x2="{sx:.1f}" y1="{top}" y2="{top + ph}" stroke="#ddd"/>'
-        )
-    below = [0.0] * len(cols)
-    for section in SECTIONS:
-        upper = [b + _tok(c.step, section) for b, c in zip(below, cols, strict=True)]
-        if any(u > b for u, b in zip(upper, below, strict=True)):
-            fwd = " ".join(
-                f"{x(i):.1f},{y(u):.1f} {x(i + 1):.1f},{y(u):.1f}" for i, u in enumerate(upper)
-            )
-            back = " ".join(
-                f"{x(i + 1):.1f},{y(b):.1f} {x(i):.1f},{y(b):.1f}"
-                for i, b in reversed(list(enumerate(below)))
-            )
-            parts.append(f'<polygon points="{fwd} {back}" fill="{COLORS[section]}"/>')
-        below = upper
-
-    def line(values: Sequence[float], color: str, dash: str = "") -> str:
-        pts = " ".join(
-            f"{x(i):.1f},{y(v):.1f} {x(i + 1):.1f},{y(v):.1f}" for i, v in enumerate(values)
-        )
-        extra = f' stroke-dasharray="{dash}"' if dash else ""
-        return f'<polyline points="{pts}" fill="none" stroke="{color}" stroke-width="1.5"{extra}/>'
-
-    parts.append(line([float(c.step.get("limit") or 0) for c in cols], LIMIT_COLOR, "5 3"))
-    parts.append(line([float(c.step.get("reused") or 0) for c in cols], REUSED_COLOR))
-    for i, c in enumerate(cols):
-        cx = x(i + 0.5)
-        label = f"step {c.step.get('step', c.first + 1)}"
-        if c.last > c.first:
-            label = f"steps {c.first + 1}–{c.last + 1} (peak {label})"
-        if c.actions:
-            parts.append(
-                f'<path d="M{cx - 4:.1f},3 L{cx + 4:.1f},3 L{cx:.1f},10 Z" '
-                f'fill="{_action_color(c.actions)}"><title>{html.escape(label)}: '
-                f"{html.escape(', '.join(c.actions))}</title></path>"
-            )
-        if c.breaks:
-            parts.append(
-                f'<circle cx="{cx:.1f}" cy="15" r="2.5" fill="{BREAK_COLOR}"><title>'
-                f"{html.escape(label)}: cache break{f' ×{c.breaks}' if c.breaks > 1 else ''}"
-                "</title></circle>"
-            )
-    parts.append(
-        f'<line x1="{left}" x2="{width - right}" y1="{top + ph}" y2="{top + ph}" stroke="#999"/>'
-        f'<text x="{left}" y="{height - 4}">1</text>'
-        f'<text x="{width - right}" y="{height - 4}" text-anchor="end">{_n(len(steps), "step")}</text>'
-        "</svg>"
-    )
-    return "".join(parts)
 
 
 def _legend() -> str:
-    items = [f'<span><i class="sw" style="background:{COLORS[s]}"></i>{s}</span>' for s in SECTIONS]
-    items += [
-        f'<span><i class="ln" style="border-color:{LIMIT_COLOR};border-top-style:dashed"></i>'
-        "input limit</span>",
-        f'<span><i class="ln" style="border-color:{REUSED_COLOR}"></i>reused from previous request'
-        "</span>",
-    ]
-    items += [
-        f'<span><span style="color:{color}">▼</span> {kind}</span>'
-        for kind, color in ACTION_COLORS.items()
-    ]
-    items.append(f'<span><span style="color:{BREAK_COLOR}">●</span> cache break</span>')
-    return f'<p class="legend">{"".join(items)}</p>'
+    return legend(COLORS, LINES)
 
 
 def _summary_table(summary: Mapping[str, Any]) -> str:
