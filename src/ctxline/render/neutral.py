@@ -33,17 +33,28 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import Literal, assert_never
 
 from ctxline.errors import ValidationError
 from ctxline.record.events import (
     AssistantMessage,
+    Compaction,
     Event,
+    Guide,
     JsonValue,
+    Notification,
+    Reduction,
+    RequestHeader,
+    Rule,
+    State,
+    StatusSnapshot,
     StoredEvent,
     SystemMessage,
+    Todo,
     ToolCall,
     ToolResult,
+    Tools,
+    UnknownEvent,
     UserMessage,
 )
 from ctxline.tags import escape
@@ -203,16 +214,33 @@ class HistoryBuilder:
     def feed(self, event: Event | StoredEvent) -> None:
         seq = event.seq if isinstance(event, StoredEvent) else 0
         event = _unwrap(event)
-        if isinstance(event, UserMessage):
-            self.add(NeutralMessage("user", self.escape(event.text), seq=seq))
-        elif isinstance(event, AssistantMessage):
-            self._assistant(event, seq)
-        elif isinstance(event, ToolResult):
-            self._result(event, seq)
-        elif not isinstance(event, SystemMessage) and self.render_other is not None:
-            message = self.render_other(event)
-            if message is not None:
-                self.add(replace(message, seq=seq) if seq else message)
+        match event:
+            case UserMessage():
+                self.add(NeutralMessage("user", self.escape(event.text), seq=seq))
+            case AssistantMessage():
+                self._assistant(event, seq)
+            case ToolResult():
+                self._result(event, seq)
+            case SystemMessage():
+                pass  # the persona goes to the system prompt (system_text)
+            case (
+                State()
+                | Rule()
+                | Notification()
+                | Todo()
+                | Compaction()
+                | Guide()
+                | Tools()
+                | RequestHeader()
+                | Reduction()
+                | StatusSnapshot()
+                | UnknownEvent()
+            ):
+                message = self.render_other(event) if self.render_other is not None else None
+                if message is not None:
+                    self.add(replace(message, seq=seq) if seq else message)
+            case _:
+                assert_never(event)
 
     def add(self, message: NeutralMessage) -> None:
         """Append a ready user or assistant message (a branch marker, say)."""

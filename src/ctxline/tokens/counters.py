@@ -24,7 +24,7 @@ import hashlib
 import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, assert_never, runtime_checkable
 
 from ctxline.errors import ValidationError
 from ctxline.record.codec import canonical_json
@@ -235,38 +235,40 @@ def event_text(event: Event) -> str:
     source and value; rules, notifications and todos their labels and text; an
     unknown kind gives the canonical JSON of its data. ``meta`` is never included.
     """
-    if isinstance(event, SystemMessage | UserMessage):
-        return event.text
-    if isinstance(event, AssistantMessage):
-        calls = (_join(c.name, _json_text(c.arguments)) for c in event.tool_calls)
-        return _join(event.text, *calls)
-    if isinstance(event, ToolResult):
-        return event.content
-    if isinstance(event, State):
-        return event.source if event.cleared else _join(event.source, _json_text(event.value))
-    if isinstance(event, Rule):
-        return _join(event.rule_id, event.text)
-    if isinstance(event, Notification):
-        return _join(event.source, event.text)
-    if isinstance(event, Todo):
-        if event.op == "write":
-            return _join(*(f"[{i.status}] {i.content}" for i in event.items))
-        return f"{event.item_id} {event.status}"
-    if isinstance(event, Compaction):
-        return event.summary
-    if isinstance(event, Guide):
-        return event.text
-    if isinstance(event, Tools):
-        return _json_text(list(event.tools))
-    if isinstance(event, RequestHeader):
-        return ""  # a log record: never shown to the model
-    if isinstance(event, Reduction):
-        return event.summary
-    if isinstance(event, StatusSnapshot):
-        return event.text
-    if isinstance(event, UnknownEvent):
-        return _json_text(event.data)
-    raise TypeError(f"not an event: {type(event).__name__}")
+    match event:
+        case SystemMessage() | UserMessage():
+            return event.text
+        case AssistantMessage():
+            calls = (_join(c.name, _json_text(c.arguments)) for c in event.tool_calls)
+            return _join(event.text, *calls)
+        case ToolResult():
+            return event.content
+        case State():
+            return event.source if event.cleared else _join(event.source, _json_text(event.value))
+        case Rule():
+            return _join(event.rule_id, event.text)
+        case Notification():
+            return _join(event.source, event.text)
+        case Todo():
+            if event.op == "write":
+                return _join(*(f"[{i.status}] {i.content}" for i in event.items))
+            return f"{event.item_id} {event.status}"
+        case Compaction():
+            return event.summary
+        case Guide():
+            return event.text
+        case Tools():
+            return _json_text(list(event.tools))
+        case RequestHeader():
+            return ""  # a log record: never shown to the model
+        case Reduction():
+            return event.summary
+        case StatusSnapshot():
+            return event.text
+        case UnknownEvent():
+            return _json_text(event.data)
+        case _:
+            assert_never(event)
 
 
 def count_event(counter: TokenCounter, event: Event) -> int:

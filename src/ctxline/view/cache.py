@@ -23,20 +23,27 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, overload
+from typing import Any, assert_never, overload
 
 from ctxline.record.blobs import blob_ref
 from ctxline.record.codec import canonical_json
 from ctxline.record.events import (
+    AssistantMessage,
+    Compaction,
     Event,
     Guide,
+    Notification,
     Reduction,
     RequestHeader,
+    Rule,
+    State,
     StatusSnapshot,
     StoredEvent,
     SystemMessage,
+    Todo,
     ToolResult,
     Tools,
+    UnknownEvent,
     UserMessage,
 )
 from ctxline.render.anthropic import AnthropicAssembler
@@ -196,8 +203,21 @@ class RecordFold:
                 self.edits.apply(event)
                 self.compacted = self.compacted or event.action == "compact"
                 return True
+            case (
+                UserMessage()
+                | AssistantMessage()
+                | ToolResult()
+                | State()
+                | Rule()
+                | Notification()
+                | Todo()
+                | Compaction()
+                | StatusSnapshot()
+                | UnknownEvent()
+            ):
+                pass  # the sources' folds and the history take these
             case _:
-                pass
+                assert_never(event)
         return False
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import assert_never
 
 from ctxline.record.events import Reduction
 from ctxline.view.measure import ViewMessage
@@ -34,12 +35,15 @@ class ViewEdits:
         return cls(set(), {})
 
     def apply(self, reduction: Reduction) -> None:
-        if reduction.action == "trim":
-            self.trimmed.update(reduction.seqs)
-        elif reduction.action == "fold":
-            self.folded.update({int(k): v for k, v in reduction.refs.items()})
-        elif reduction.action == "compact":
-            self.compact = reduction
+        match reduction.action:
+            case "trim":
+                self.trimmed.update(reduction.seqs)
+            case "fold":
+                self.folded.update({int(k): v for k, v in reduction.refs.items()})
+            case "compact":
+                self.compact = reduction
+            case _:
+                assert_never(reduction.action)
 
     def hidden(self, seq: int) -> bool:
         c = self.compact
