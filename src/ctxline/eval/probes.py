@@ -24,8 +24,9 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, time, timedelta
-from typing import Any, Literal
+from typing import Any
 
+from ctxline.eval.instances import AnswerKind, Fork, Instance, Step
 from ctxline.eval.trajectories import Excerpt
 from ctxline.record.events import (
     AssistantMessage,
@@ -41,7 +42,6 @@ from ctxline.record.events import (
 
 __all__ = ["FAMILIES", "AnswerKind", "Fork", "Instance", "Step", "build_instance"]
 
-AnswerKind = Literal["date", "number", "yesno", "name"]
 STEP = timedelta(seconds=20)
 LANGS = ("French", "German", "Spanish", "Italian", "Portuguese", "Dutch", "Swedish")
 BRANCHES = (
@@ -68,45 +68,6 @@ MARKERS = (
     "I deleted the temporary build folder.",
     "I updated the lock file.",
 )
-
-
-@dataclass(frozen=True, slots=True)
-class Step:
-    event: Event
-    at: datetime
-
-
-@dataclass(frozen=True, slots=True)
-class Fork:
-    name: str
-    parent: str
-    after: int
-    """The fork is made when ``steps[:after]`` are recorded; later steps are on the branch."""
-
-
-@dataclass(frozen=True, slots=True)
-class Instance:
-    family: str
-    index: int
-    source: str
-    steps: tuple[Step, ...]
-    """The record in order; the last step is the question (a user message)."""
-    question: str
-    answer: str
-    kind: AnswerKind
-    now: datetime
-    candidates: tuple[str, ...] = ()
-    forks: tuple[Fork, ...] = ()
-    compact_after: int = 0
-    """``steps[:compact_after]`` are compacted (0: no compaction)."""
-    tail: tuple[str, ...] = ()
-    """Runtime blocks ctxline's view shows after the question: ``status``, ``time``."""
-    stamps: bool = False
-    """The plain views prefix message text with its time (the facts ctxline's time block uses)."""
-
-    @property
-    def id(self) -> str:
-        return f"{self.family}-{self.index:03d}"
 
 
 @dataclass(frozen=True, slots=True)

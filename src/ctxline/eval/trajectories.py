@@ -74,12 +74,17 @@ class Excerpt:
 
 
 def default_data_dir() -> Path:
-    """``$CTXLINE_SHARED_DATA``, else ``../shared/data`` beside the working directory or repo."""
+    """``$CTXLINE_SHARED_DATA``, else ``../shared/data`` beside the working directory or the
+    repo, else the repo's own ``tests/data`` (a plain clone's subset of the same sessions)."""
     env = os.environ.get("CTXLINE_SHARED_DATA")
     if env:
         return Path(env)
-    for base in (Path.cwd(), Path(__file__).resolve().parents[3]):
+    repo = Path(__file__).resolve().parents[3]
+    for base in (Path.cwd(), repo):
         candidate = base.parent / "shared" / "data"
+        if candidate.is_dir():
+            return candidate
+    for candidate in (Path.cwd() / "tests" / "data", repo / "tests" / "data"):
         if candidate.is_dir():
             return candidate
     return Path.cwd().parent / "shared" / "data"
