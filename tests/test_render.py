@@ -835,3 +835,29 @@ def test_any_history_renders_valid_bodies(events: list[Event], with_system: bool
     assert canonical_json(an) == canonical_json(
         to_anthropic(request, model="m", max_tokens=64, cache_breakpoints=[-1], cache_prefix=True)
     )
+
+
+@pytest.mark.parametrize("choice", ["auto", "none", "required", "read_file"])
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_tool_choice_is_set_per_provider_and_validates(choice: str, provider: str) -> None:
+    from ctxline import Context, MemoryStore, PrepareOptions, UserMessage
+
+    options = PrepareOptions(provider="anthropic" if provider == "anthropic" else "openai", model="m")
+    ctx = Context(MemoryStore(), "tc", options=options)
+    ctx.set_tools([READ])
+    ctx.append(UserMessage("read a.txt"))
+    prep = ctx.prepare(tool_choice=choice)
+    body = prep.body
+    if provider == "openai":
+        assert_openai_valid(body)
+        expected: object = (
+            choice if choice != "read_file" else {"type": "function", "function": {"name": "read_file"}}
+        )
+    else:
+        assert_anthropic_valid(body)
+        expected = {"auto": {"type": "auto"}, "none": {"type": "none"}, "required": {"type": "any"}}.get(
+            choice, {"type": "tool", "name": "read_file"}
+        )
+    assert body["tool_choice"] == expected
+    assert prep.header.inputs["tool_choice"] == choice
+    assert ctx.rebuild(prep.header.step) == prep.body_bytes
