@@ -35,7 +35,7 @@ import hashlib
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
-from json.encoder import encode_basestring  # type: ignore[attr-defined]
+from json.encoder import encode_basestring
 
 from ctxline.errors import IntegrityError
 from ctxline.record.events import Event, JsonValue, canonical_json, event_to_json

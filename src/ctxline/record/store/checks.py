@@ -208,6 +208,10 @@ def encode_batch(batch: Sequence[Pending]) -> list[Body]:
     bodies = []
     for i, p in enumerate(batch, start=1):
         ev = p.event
+        if not isinstance(ev.kind, str) or not ev.kind or "\x00" in ev.kind:
+            raise ValidationError(
+                f"event {i} of the batch has an invalid kind {ev.kind!r}"[:200], field="kind"
+            )
         ids = [ev.call_id] if isinstance(ev, ToolResult) else call_ids(ev)
         for call_id in ids:
             try:

@@ -235,7 +235,7 @@ class MemoryStore:
         session, timeline = b.session, b.timeline
         if b.create and session not in self._sessions:
             self._create(session, b.meta)
-            undo.append(lambda: self._sessions.pop(session, None) and None)
+            undo.append(lambda: self._drop(session))
         t = self._timeline(session, timeline)
         existing = {
             p.id: self._existing(p.id) for p in batch if p.id is not None and p.id in self._ids
@@ -273,6 +273,9 @@ class MemoryStore:
 
         undo.append(back)
         return stored
+
+    def _drop(self, session: str) -> None:
+        self._sessions.pop(session, None)
 
     def _existing(self, event_id: str) -> Existing:
         ev = self._lookup(event_id)
