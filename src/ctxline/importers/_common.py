@@ -41,7 +41,7 @@ from ctxline.record.events import (
     canonical_json,
     parse_at,
 )
-from ctxline.record.store.chain import json_depth
+from ctxline.record.store.chain import field_path, json_depth
 from ctxline.text import clean_json, clean_text, decode_bytes
 
 __all__ = [
@@ -158,7 +158,7 @@ def _int(text: str) -> int:
     return int(text)
 
 
-_STRING_OR_LONG = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|-?\d{%d,}' % (MAX_INT_DIGITS + 1))
+_STRING_OR_LONG = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|-?\d{' + str(MAX_INT_DIGITS + 1) + ",}")
 _KEY_BEFORE = re.compile(r'"((?:[^"\\]|\\.){1,200})"\s*:[\s\[,\d.eE+-]*$')
 
 
@@ -184,7 +184,8 @@ def parse_json(text: str | bytes, *, line: int | None = None) -> Any:
     """
     if line is not None and len(text) > MAX_LINE_BYTES:
         raise ValidationError(
-            f"the line is {len(text):,} characters long; at most {MAX_LINE_BYTES:,} are read", line=line
+            f"the line is {len(text):,} characters long; at most {MAX_LINE_BYTES:,} are read",
+            line=line,
         )
     try:
         value = json.loads(text, parse_int=_int)
@@ -209,7 +210,9 @@ def parse_json(text: str | bytes, *, line: int | None = None) -> Any:
     deep = json_depth(value, MAX_DEPTH)
     if deep is not None:
         raise ValidationError(
-            f"JSON nested more than {MAX_DEPTH} levels deep", line=line, field=".".join(deep[:6]) or None
+            f"JSON nested more than {MAX_DEPTH} levels deep",
+            line=line,
+            field=field_path(deep) or None,
         )
     return value
 

@@ -33,7 +33,12 @@ from ctxline.errors import IntegrityError, ValidationError
 from ctxline.record.events import JsonValue
 from ctxline.record.store.base import HealthCheck
 from ctxline.record.store.failures import sqlite_failure
-from ctxline.record.store.sqlite_files import check_sqlite_file, connect_read_only, file_uri, held_open
+from ctxline.record.store.sqlite_files import (
+    check_sqlite_file,
+    connect_read_only,
+    file_uri,
+    held_open,
+)
 from ctxline.record.store.sqlite_health import connection_health
 
 __all__ = ["DoctorReport", "run_doctor"]
@@ -91,7 +96,9 @@ def _sqlite(path: Path) -> list[HealthCheck]:
     if path.stat().st_size == 0:
         return [HealthCheck("file", file_detail, (f"{path} is empty: not a database",))]
     try:  # mode=rw: never create a file; the FTS5 check needs a connection that may write
-        conn = sqlite3.connect(file_uri(path, mode="rw"), uri=True, isolation_level=None, timeout=30)
+        conn = sqlite3.connect(
+            file_uri(path, mode="rw"), uri=True, isolation_level=None, timeout=30
+        )
         conn.execute("SELECT count(*) FROM sqlite_master").fetchall()
     except sqlite3.Error:
         try:

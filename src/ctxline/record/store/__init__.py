@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Literal
 
 from ctxline.errors import ValidationError
+from ctxline.record.blobs import BlobStore
 from ctxline.record.store.base import (
     MAIN,
     Batch,
@@ -47,8 +48,20 @@ __all__ = [
     "TimelineInfo",
     "new_ulid",
     "open_store",
+    "put_text",
     "utc_now",
 ]
+
+
+def put_text(blobs: BlobStore, text: str) -> str:
+    """Save ``text`` as a UTF-8 blob; the durable backends stream it a MiB at a time
+    (never a whole encoded copy), others get ``text.encode()``. The handle is
+    ``blob_ref(text.encode())`` either way."""
+    put = getattr(blobs, "put_text", None)
+    if callable(put):
+        ref: str = put(text)
+        return ref
+    return blobs.put(text.encode())
 
 
 def open_store(

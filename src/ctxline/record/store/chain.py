@@ -49,6 +49,7 @@ __all__ = [
     "chain_link",
     "digest_text",
     "encode_body",
+    "field_path",
     "json_depth",
 ]
 
@@ -87,6 +88,14 @@ def json_depth(obj: JsonValue, limit: int) -> list[str] | None:
                     name = str(key) if isinstance(item, dict) else f"[{key}]"
                     stack.append((value, depth + 1, [*path, name]))
     return None
+
+
+def field_path(parts: list[str], most: int = 8) -> str:
+    """``["meta", "a", "[0]", "[1]"]`` as ``meta.a[0][1]`` (cut after ``most`` parts)."""
+    out = ""
+    for part in parts[:most]:
+        out += part if part.startswith("[") or not out else "." + part
+    return out + ("…" if len(parts) > most else "")
 
 
 def canonical_pieces(obj: JsonValue, piece: int = PIECE_CHARS) -> Iterator[bytes]:

@@ -35,7 +35,7 @@ from ctxline.record.events import (
     canonical_json,
     event_to_json,
 )
-from ctxline.record.store.chain import Body, encode_body, json_depth
+from ctxline.record.store.chain import Body, encode_body, field_path, json_depth
 
 __all__ = [
     "MAIN",
@@ -226,8 +226,8 @@ def encode_batch(batch: Sequence[Pending]) -> list[Body]:
             ) from None
         if deep is not None:
             raise ValidationError(
-                f"{_where(i, ev)} nests deeper than {MAX_DEPTH} levels (at {'.'.join(deep[:8])}…)",
-                field=deep[0] if deep else "event",
+                f"{_where(i, ev)} nests deeper than {MAX_DEPTH} levels",
+                field=field_path(deep) or "event",
             )
         try:
             body = encode_body(ev)

@@ -20,12 +20,14 @@ In every case the transaction was rolled back: nothing was written.
 from __future__ import annotations
 
 import errno
+import os
 import sqlite3
+from pathlib import Path
 
 from ctxline.errors import CtxlineError, IntegrityError, ValidationError
 from ctxline.record.store.base import StorageError
 
-__all__ = ["SQLITE_CODES", "os_failure", "sqlite_failure"]
+__all__ = ["SQLITE_CODES", "os_failure", "read_only_reason", "sqlite_failure"]
 
 SQLITE_CODES = {
     "PERM": 3,
@@ -63,11 +65,13 @@ def sqlite_failure(exc: sqlite3.Error, path: str, doing: str) -> CtxlineError:
             ),
             0,
         )
-    if code in (SQLITE_CODES["READONLY"], SQLITE_CODES["PERM"]):
+    if code in (SQLITE_CODES["READONLY"], SQLITE_CODES["PERM"]) or (
+        code == SQLITE_CODES["CANTOPEN"] and read_only_reason(path)
+    ):
+        why = read_only_reason(path) or f"the database is read-only ({text})"
         return StorageError(
-            f"{path}: cannot {doing}: the database is read-only ({text}); check the"
-            f" permissions of the file and its folder and how the file system is mounted;"
-            f" {_NOTHING}"
+            f"{path}: cannot {doing}: {why}; commands that only read (sessions, export, show,"
+            f" search, doctor) still work; {_NOTHING}"
         )
     if code == SQLITE_CODES["FULL"]:
         return StorageError(
@@ -97,6 +101,24 @@ def sqlite_failure(exc: sqlite3.Error, path: str, doing: str) -> CtxlineError:
     if isinstance(exc, sqlite3.IntegrityError):  # a constraint: something bypassed ctxline
         return IntegrityError(f"{path}: cannot {doing}: {text}; {_NOTHING}; run ctxline doctor")
     return StorageError(f"{path}: cannot {doing} ({type(exc).__name__}: {text}); {_NOTHING}")
+
+
+def read_only_reason(path: str) -> str | None:
+    """Why ``path`` cannot be written, when the file system says so (else None)."""
+    if path in ("", ":memory:"):
+        return None
+    file = Path(path)
+    folder = file.parent if str(file.parent) else Path(".")
+    try:
+        if os.statvfs(folder).f_flag & os.ST_RDONLY:
+            return "it is on a read-only file system"
+        if file.exists() and not os.access(file, os.W_OK):
+            return "the file is read-only"
+        if not os.access(folder, os.W_OK):
+            return f"its folder {folder} is read-only (SQLite writes -wal and -shm files there)"
+    except OSError:
+        return None
+    return None
 
 
 def os_failure(exc: OSError, path: str, doing: str) -> StorageError:

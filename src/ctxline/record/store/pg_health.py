@@ -17,6 +17,7 @@ from typing import Any
 import psycopg
 
 from ctxline.errors import CtxlineError
+from ctxline.record.events import parse_at
 from ctxline.record.store.base import HealthCheck
 from ctxline.record.store.chain import GENESIS
 from ctxline.record.store.checks import call_ids
@@ -34,6 +35,14 @@ __all__ = ["pg_health"]
 
 Conn = psycopg.Connection[tuple[Any, ...]]
 CHUNK = 200
+
+
+def _is_time(value: object) -> bool:
+    try:
+        parse_at(value)
+    except CtxlineError:
+        return False
+    return True
 
 
 def _few(problems: list[str], most: int = 20) -> tuple[str, ...]:
@@ -73,12 +82,16 @@ def _timelines(conn: Conn) -> HealthCheck:
 def _rows(conn: Conn, searched: bool) -> tuple[HealthCheck, HealthCheck, HealthCheck]:
     """Every session meta and event parsed; call index and search index compared."""
     problems: list[str] = []
-    sessions = conn.execute("SELECT id, meta FROM sessions ORDER BY id").fetchall()
-    for session, meta in sessions:
+    sessions = conn.execute("SELECT id, meta, created_at FROM sessions ORDER BY id").fetchall()
+    for session, meta, created in sessions:
         try:
             decode_meta(session, meta)
         except CtxlineError as exc:
             problems.append(_doctor(exc))
+        if not _is_time(created):
+            problems.append(
+                f"session {session[:80]!r}: its stored time {str(created)[:40]!r} is not a time"
+            )
     calls = Counter(
         (s, t, c, int(q))
         for s, t, c, q in conn.execute(
@@ -99,7 +112,7 @@ def _rows(conn: Conn, searched: bool) -> tuple[HealthCheck, HealthCheck, HealthC
     last: tuple[str, str, int] = ("", "", 0)
     while True:
         chunk = conn.execute(
-            "SELECT session, timeline, seq, kind, body FROM events"
+            "SELECT session, timeline, seq, kind, at, body FROM events"
             " WHERE (session, timeline, seq) > (%s, %s, %s) ORDER BY session, timeline, seq LIMIT %s",
             (*last, CHUNK),
         ).fetchall()
@@ -109,7 +122,7 @@ def _rows(conn: Conn, searched: bool) -> tuple[HealthCheck, HealthCheck, HealthC
         compare: list[tuple[str, str, int, str]] = []
         chunk.reverse()
         while chunk:
-            session, timeline, seq, kind, body = chunk.pop()
+            session, timeline, seq, kind, at, body = chunk.pop()
             seq, n = int(seq), n + 1
             key = (session, timeline, seq)
             box = [body]
@@ -120,6 +133,10 @@ def _rows(conn: Conn, searched: bool) -> tuple[HealthCheck, HealthCheck, HealthC
                 problems.append(_doctor(exc))
                 docs.discard(key)
                 continue
+            if not _is_time(at):
+                problems.append(
+                    f"{session}/{timeline} seq {seq}: the stored time {str(at)[:40]!r} is not a time"
+                )
             if event.kind != kind:
                 problems.append(
                     f"{session}/{timeline} seq {seq}: the kind column says {kind!r}, the body {event.kind!r}"

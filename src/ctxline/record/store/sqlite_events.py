@@ -180,9 +180,14 @@ def read_events(
         want = None if limit is None else limit - len(out)
         if lo >= seg.upto or want == 0:
             continue
+        join = (
+            "c.link FROM events e LEFT JOIN chain c ON c.session = e.session"
+            " AND c.timeline = e.timeline AND c.seq = e.seq"
+            if chained
+            else "NULL FROM events e"
+        )
         rows = conn.execute(
-            "SELECT e.seq, e.id, e.at, e.body, c.link FROM events e LEFT JOIN chain c"
-            " ON c.session = e.session AND c.timeline = e.timeline AND c.seq = e.seq"
+            f"SELECT e.seq, e.id, e.at, e.body, {join}"
             " WHERE e.session = ? AND e.timeline = ? AND e.seq > ? AND e.seq <= ?"
             " ORDER BY e.seq LIMIT ?",
             (session, seg.name, lo, seg.upto, -1 if want is None else want),

@@ -284,12 +284,16 @@ def wal_frames_problem(path: Path) -> str | None:
             )
         ):
             page_size = _page_size(path) or 4096
-            first = fh.read(FRAME_HEADER)
-            if len(first) == FRAME_HEADER and struct.unpack(">I", first[4:8])[0]:
+            frame_size = FRAME_HEADER + page_size
+            commits = 0
+            for n in range((size - WAL_HEADER) // frame_size):
+                fh.seek(WAL_HEADER + n * frame_size)
+                commits += struct.unpack(">I", fh.read(FRAME_HEADER)[4:8])[0] != 0
+            if commits:
                 return (
                     f"{path}: the header of {wal.name} is damaged, so SQLite would ignore all of"
-                    f" its {(size - WAL_HEADER) // (FRAME_HEADER + page_size)} frame(s),"
-                    f" committed ones included{_fix(wal, shm, 1, FRAME_HEADER + page_size)}"
+                    f" its {(size - WAL_HEADER) // frame_size} frame(s), {commits} committed"
+                    f" transaction(s) included{_fix(wal, shm, 1, frame_size)}"
                 )
             return None
         frame_size = FRAME_HEADER + page_size

@@ -59,6 +59,14 @@ def session_info(row: tuple[Any, ...]) -> SessionInfo:
         ) from None
 
 
+def _is_time(value: object) -> bool:
+    try:
+        parse_at(value)
+    except CtxlineError:
+        return False
+    return True
+
+
 def _listed(problems: list[str]) -> tuple[str, ...]:
     if len(problems) <= MAX_LISTED:
         return tuple(problems)
@@ -156,8 +164,8 @@ def rows_check(
     expected: Counter[tuple[str, str, str, int]] = Counter()
     words: dict[tuple[str, str, int], int] = {}
     n = 0
-    for rowid, session, timeline, seq, kind, body in conn.execute(
-        "SELECT rowid, session, timeline, seq, kind,"
+    for rowid, session, timeline, seq, kind, at, body in conn.execute(
+        "SELECT rowid, session, timeline, seq, kind, at,"
         " CASE WHEN typeof(body) = 'blob' THEN NULL ELSE body END"
         " FROM events ORDER BY session, timeline, seq"
     ):
@@ -173,6 +181,8 @@ def rows_check(
             continue
         if event.kind != kind:
             problems.append(f"{where}: the kind column says {kind!r}, the body {event.kind!r}")
+        if not _is_time(at):
+            problems.append(f"{where}: the stored time {str(at)[:40]!r} is not a time")
         expected.update((session, timeline, c, seq) for c in call_ids(event))
         if searched:
             words[(session, timeline, seq)] = len(index_words(event))
