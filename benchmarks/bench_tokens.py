@@ -1,4 +1,3 @@
-
 """Token counting throughput and the estimator's error; prints one JSON object.
 
     .venv/bin/python benchmarks/bench_tokens.py [DATA_DIR]

@@ -17,14 +17,14 @@ import errno
 import os
 import sys
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from typing import IO, Any, NoReturn, TypeVar
 
 import click
 
 from ctxline.errors import ContextOverflow, CtxlineError, ValidationError
-from ctxline.importers._common import MAX_LINE_BYTES, parse_json
+from ctxline.importers.jsonread import MAX_LINE_BYTES, parse_json_bytes, read_line
 from ctxline.sources.status import StatusConfig
 from ctxline.sources.timectx import TimeConfig
 from ctxline.view.options import PrepareOptions
@@ -164,12 +164,19 @@ class CtxlineGroup(click.Group):
             )
         )
 
-    def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
         """Click's main, with its usage errors as one ``error:`` line too."""
         if not standalone_mode:
-            return super().main(*args, standalone_mode=False, **kwargs)
+            return super().main(args, prog_name, complete_var, False, **extra)
         try:
-            super().main(*args, standalone_mode=False, **kwargs)
+            super().main(args, prog_name, complete_var, False, **extra)
         except click.exceptions.Exit as exc:
             sys.exit(exc.exit_code)
         except click.ClickException as exc:
@@ -199,12 +206,12 @@ def iter_jsonl(stream: IO[bytes], source: str) -> Iterator[tuple[int, Any]]:
     A line over :data:`~ctxline.importers._common.MAX_LINE_BYTES`, invalid JSON, an
     integer too long or nesting too deep is a ValidationError naming ``source``, the
     line and (where it can) the field. Each line is decoded (UTF-8, invalid bytes as
-    U+FFFD) and its bytes dropped before it is parsed: a 200 MB line costs its text
-    and what it parses into, not a third copy.
+    U+FFFD) and parsed by :func:`~ctxline.importers.jsonread.parse_json_bytes`, which
+    holds no third copy of a 200 MB line.
     """
     number = 0
     while True:
-        raw = stream.readline(MAX_LINE_BYTES + 1)
+        raw = read_line(stream, MAX_LINE_BYTES)
         if not raw:
             return
         number += 1
@@ -214,13 +221,12 @@ def iter_jsonl(stream: IO[bytes], source: str) -> Iterator[tuple[int, Any]]:
             )
         if raw.isspace():
             continue
-        text = raw.decode("utf-8", "replace")
+        box = [raw]
         del raw
         try:
-            value = parse_json(text, line=number)
+            value = parse_json_bytes(box, line=number)
         except ValidationError as exc:
             raise exc.located(source=source) from None
-        del text
         yield number, value
 
 

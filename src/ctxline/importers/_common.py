@@ -19,7 +19,6 @@ Every importer turns one file into :class:`ImportedSession` values through a
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -27,6 +26,16 @@ from pathlib import Path
 from typing import Any
 
 from ctxline.errors import ValidationError
+from ctxline.importers.jsonread import (
+    MAX_DEPTH,
+    MAX_FILE_BYTES,
+    MAX_INT_DIGITS,
+    MAX_LINE_BYTES,
+    LongInteger,
+    json_depth,
+    parse_int,
+    parse_json,
+)
 from ctxline.record.events import (
     AssistantMessage,
     Compaction,
@@ -41,7 +50,6 @@ from ctxline.record.events import (
     canonical_json,
     parse_at,
 )
-from ctxline.record.store.chain import field_path, json_depth
 from ctxline.text import clean_json, clean_text, decode_bytes
 
 __all__ = [
@@ -64,15 +72,6 @@ __all__ = [
     "req_str",
     "small_meta",
 ]
-
-MAX_DEPTH = 200
-"""JSON nested deeper than this (objects and lists) is refused where it is read."""
-MAX_INT_DIGITS = 4300
-"""Python's own limit for turning digits into an integer (``sys.get_int_max_str_digits``)."""
-MAX_LINE_BYTES = 512 * 1024 * 1024
-"""One JSONL line (a file's, or ``ctxline append``'s stdin) may hold at most this."""
-MAX_FILE_BYTES = 1024 * 1024 * 1024
-"""A file to import may hold at most this (split larger logs)."""
 
 FORMATS = ("events", "openai", "tau-bench", "swe-agent", "mini-swe-agent", "claude-code")
 ORPHAN_KIND = "import.orphan_result"
@@ -146,85 +145,14 @@ class Source:
             yield n, value
 
 
-class _LongInteger(Exception):
-    def __init__(self, digits: int) -> None:
-        self.digits = digits
-
-
-def _int(text: str) -> int:
-    digits = len(text) - (text[:1] == "-")
-    if digits > MAX_INT_DIGITS:
-        raise _LongInteger(digits)
-    return int(text)
-
-
-_STRING_OR_LONG = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|-?\d{' + str(MAX_INT_DIGITS + 1) + ",}")
-_KEY_BEFORE = re.compile(r'"((?:[^"\\]|\\.){1,200})"\s*:[\s\[,\d.eE+-]*$')
-
-
-def _locate_long(text: str, line: int | None) -> tuple[int | None, str | None]:
-    """The line and the key of the first integer too long to read (outside strings)."""
-    for m in _STRING_OR_LONG.finditer(text):
-        if m.group().startswith('"'):
-            continue
-        key = _KEY_BEFORE.search(text, max(0, m.start() - 4000), m.start())
-        where = line if line is not None else text.count("\n", 0, m.start()) + 1
-        return where, key.group(1) if key else None
-    return line, None
-
-
-def parse_json(text: str | bytes, *, line: int | None = None) -> Any:
-    """``json.loads`` with errors that name the line (the document's, or ``line``) and,
-    where it can tell, the field.
-
-    Refused: integers of more than :data:`MAX_INT_DIGITS` digits, nesting deeper than
-    :data:`MAX_DEPTH`, and (given ``line``) a line over :data:`MAX_LINE_BYTES`. NaN and
-    Infinity are read as floats, as Python writes them; every value that goes into an
-    event or a meta passes through ``clean_json``, which turns them into text.
-    """
-    if line is not None and len(text) > MAX_LINE_BYTES:
-        raise ValidationError(
-            f"the line is {len(text):,} characters long; at most {MAX_LINE_BYTES:,} are read",
-            line=line,
-        )
-    try:
-        value = json.loads(text, parse_int=_int)
-    except _LongInteger as exc:
-        decoded = text.decode("utf-8", "replace") if isinstance(text, bytes) else text
-        where, key = _locate_long(decoded, line)
-        raise ValidationError(
-            f"an integer of {exc.digits:,} digits; at most {MAX_INT_DIGITS:,} are read"
-            " (quote it as a string)",
-            line=where,
-            field=key,
-        ) from None
-    except json.JSONDecodeError as exc:
-        where = line if line is not None else exc.lineno
-        raise ValidationError(f"invalid JSON: {exc.msg} (column {exc.colno})", line=where) from None
-    except RecursionError:
-        raise ValidationError(
-            f"invalid JSON: nested more than {MAX_DEPTH} levels deep", line=line
-        ) from None
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ValidationError(f"invalid JSON: {exc}", line=line) from None
-    deep = json_depth(value, MAX_DEPTH)
-    if deep is not None:
-        raise ValidationError(
-            f"JSON nested more than {MAX_DEPTH} levels deep",
-            line=line,
-            field=field_path(deep) or None,
-        )
-    return value
-
-
 def parse_arguments(raw: object) -> JsonValue:
     """Tool-call arguments: a JSON string is parsed; one that is not valid JSON is kept as text."""
     if raw is None:
         return {}
     if isinstance(raw, str):
         try:
-            value = json.loads(raw, parse_constant=_reject_constant, parse_int=_int)
-        except (ValueError, RecursionError, _LongInteger):
+            value = json.loads(raw, parse_constant=_reject_constant, parse_int=parse_int)
+        except (ValueError, RecursionError, LongInteger):
             return clean_text(raw)
         if json_depth(value, MAX_DEPTH) is not None:
             return clean_text(raw)  # kept as the text it was, like any arguments JSON cannot hold

@@ -35,7 +35,9 @@ __all__ = [
     "call_key",
     "copy_rows",
     "existing_ids",
+    "fetch_all",
     "insert_events",
+    "large_body",
     "link_at",
     "read_events",
     "verify_segments",
@@ -129,16 +131,20 @@ def read_events(
             if chained
             else ""
         )
-        rows = conn.execute(
-            f"SELECT e.seq, e.id, e.at, e.body, {'c.link' if chained else 'NULL'} FROM events e {join}"
+        rows = fetch_all(
+            conn,
+            f"SELECT e.seq, e.id, e.at, {SMALL_BODY}, {'c.link' if chained else 'NULL'}"
+            f" FROM events e {join}"
             " WHERE e.session = %s AND e.timeline = %s AND e.seq > %s AND e.seq <= %s"
             " ORDER BY e.seq LIMIT %s",
-            (session, seg.name, lo, seg.upto, want),
-        ).fetchall()
+            (LARGE_BODY, session, seg.name, lo, seg.upto, want),
+        )
         rows.reverse()
         while rows:
             seq, eid, at, body, link = rows.pop()
             seq = int(seq)
+            if body is None:
+                body = large_body(conn, session, seg.name, seq)
             where = f"{session}/{seg.name} seq {seq}"
             if seq != last + 1:
                 raise IntegrityError(
@@ -178,6 +184,36 @@ def read_events(
             " events were removed or rewritten outside ctxline; run ctxline doctor"
         )
     return out
+
+
+LARGE_BODY = 8 * 1024 * 1024
+"""Bodies over this many bytes are fetched in slices (:func:`large_body`)."""
+SMALL_BODY = "CASE WHEN octet_length(e.body) > %s THEN NULL ELSE e.body END"
+SLICE_CHARS = 32 * 1024 * 1024
+
+
+def fetch_all(conn: Conn, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+    """Every row, with the cursor closed at once (its libpq result freed, not at gc)."""
+    with conn.cursor() as cur:
+        return cur.execute(sql, params).fetchall()
+
+
+def large_body(conn: Conn, session: str, timeline: str, seq: int) -> str:
+    """A body too large for one result, in slices: libpq holds a whole row (twice: its
+    read buffer and its result), so a 200 MB body fetched at once would cost 600 MB."""
+    pieces: list[str] = []
+    start = 1
+    while True:
+        (piece,) = fetch_all(
+            conn,
+            "SELECT substr(body, %s, %s) FROM events WHERE session = %s AND timeline = %s AND seq = %s",
+            (start, SLICE_CHARS, session, timeline, seq),
+        )[0]
+        if piece:
+            pieces.append(piece)
+        if not piece or len(piece) < SLICE_CHARS:
+            return "".join(pieces)
+        start += SLICE_CHARS
 
 
 def existing_ids(conn: Conn, ids: Sequence[str]) -> dict[str, Existing]:

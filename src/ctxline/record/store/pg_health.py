@@ -22,8 +22,12 @@ from ctxline.record.store.base import HealthCheck
 from ctxline.record.store.chain import GENESIS
 from ctxline.record.store.checks import call_ids
 from ctxline.record.store.pg_events import (
+    LARGE_BODY,
+    SMALL_BODY,
     call_key,
     decode_meta,
+    fetch_all,
+    large_body,
     link_at,
     verify_segments,
     visible_segments,
@@ -111,11 +115,13 @@ def _rows(conn: Conn, searched: bool) -> tuple[HealthCheck, HealthCheck, HealthC
     n = indexed = 0
     last: tuple[str, str, int] = ("", "", 0)
     while True:
-        chunk = conn.execute(
-            "SELECT session, timeline, seq, kind, at, body FROM events"
-            " WHERE (session, timeline, seq) > (%s, %s, %s) ORDER BY session, timeline, seq LIMIT %s",
-            (*last, CHUNK),
-        ).fetchall()
+        chunk = fetch_all(
+            conn,
+            f"SELECT e.session, e.timeline, e.seq, e.kind, e.at, {SMALL_BODY} FROM events e"
+            " WHERE (e.session, e.timeline, e.seq) > (%s, %s, %s)"
+            " ORDER BY e.session, e.timeline, e.seq LIMIT %s",
+            (LARGE_BODY, *last, CHUNK),
+        )
         if not chunk:
             break
         last = (chunk[-1][0], chunk[-1][1], int(chunk[-1][2]))
@@ -125,6 +131,8 @@ def _rows(conn: Conn, searched: bool) -> tuple[HealthCheck, HealthCheck, HealthC
             session, timeline, seq, kind, at, body = chunk.pop()
             seq, n = int(seq), n + 1
             key = (session, timeline, seq)
+            if body is None:
+                body = large_body(conn, session, timeline, seq)
             box = [body]
             del body
             try:
