@@ -41,9 +41,7 @@ def ctxline_figures(data: Path, name: str) -> dict[str, Any]:
     if first_files is not None:  # the harness takes the first N main files, no sub-agents
         mains = sorted({str(s.meta.get("file", "")) for s in sessions if "parent" not in s.meta})
         keep = set(mains[:first_files])
-        sessions = [
-            s for s in sessions if str(s.meta.get("file", "")) in keep and "parent" not in s.meta
-        ]
+        sessions = [s for s in sessions if str(s.meta.get("file", "")) in keep and "parent" not in s.meta]
     stats = ReplayStats()
     counter = get_counter("o200k")
     for session in sessions:
@@ -68,9 +66,7 @@ def peer_rows(peers: dict[str, Any], name: str) -> list[dict[str, Any]]:
                 "cache_breaks_per_100_steps": run["cache_breaks_per_100_steps"],
                 "billed_input": run["billed_input"],
                 "mean_request_tokens": run["mean_view_tokens"],
-                "billed_input_tokens_per_step": round(
-                    run["billed_input"] * run["mean_view_tokens"]
-                ),
+                "billed_input_tokens_per_step": round(run["billed_input"] * run["mean_view_tokens"]),
                 "ms_p50": run["ms_p50"],
                 "ms_p95": run["ms_p95"],
             }

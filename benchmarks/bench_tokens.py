@@ -1,3 +1,4 @@
+
 """Token counting throughput and the estimator's error; prints one JSON object.
 
     .venv/bin/python benchmarks/bench_tokens.py [DATA_DIR]

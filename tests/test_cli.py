@@ -576,23 +576,11 @@ def test_console_script_errors_are_one_line(tmp_path: Path) -> None:
 def test_prepare_exits_3_when_the_task_alone_does_not_fit(tmp_path: Path) -> None:
     db = str(tmp_path / "overflow.db")
     lines = json.dumps({"kind": "user.message", "text": "word " * 3000}) + "\n"
-    created = CliRunner().invoke(
-        main, ["append", "--db", db, "--session", "big", "--create"], input=lines
-    )
+    created = CliRunner().invoke(main, ["append", "--db", db, "--session", "big", "--create"], input=lines)
     assert created.exit_code == 0, created.output
     result = CliRunner().invoke(
         main,
-        [
-            "prepare",
-            "--db",
-            db,
-            "--session",
-            "big",
-            "--context-window",
-            "2000",
-            "--max-output",
-            "500",
-        ],
+        ["prepare", "--db", db, "--session", "big", "--context-window", "2000", "--max-output", "500"],
     )
     assert result.exit_code == 3
     assert "original task" in result.stderr

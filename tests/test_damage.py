@@ -177,7 +177,7 @@ def _record(db: Path) -> list[tuple[object, ...]]:
             ],
         )
     store.blobs.put(b"saved output " * 500)
-    out = [(e.seq, e.id, e.at, e.event) for e in store.read("s")]
+    out: list[tuple[object, ...]] = [(e.seq, e.id, e.at, e.event) for e in store.read("s")]
     store.close()
     return out
 

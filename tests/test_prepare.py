@@ -490,11 +490,7 @@ def test_long_message_counts_survive_a_restart(tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "counts.db")
     first = CountingCounter()
     c = Context(store, "s", options=OPENAI, counter=first)
-    c.append(
-        UserMessage("go"),
-        AssistantMessage("", (ToolCall("c1", "cat", {}),)),
-        ToolResult("c1", "x" * 50_000),
-    )
+    c.append(UserMessage("go"), AssistantMessage("", (ToolCall("c1", "cat", {}),)), ToolResult("c1", "x" * 50_000))
     cold = c.prepare(now=T0)
     assert first.chars > 50_000
     again = CountingCounter()

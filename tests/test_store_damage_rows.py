@@ -29,7 +29,7 @@ from ctxline.record.events import AssistantMessage, ToolCall, ToolResult, UserMe
 from ctxline.record.store import SQLiteStore, open_store
 from ctxline.record.store.chain import chain_link
 
-Damage = Callable[[Callable[..., object], str], None]
+Damage = Callable[[Callable[..., object], str], object]
 
 
 def _sqlite_run(db: str) -> Callable[..., object]:

@@ -324,9 +324,7 @@ class Context:
         if call.name == READ_RESULT.name:
             text, is_error = call_read_result(self.store.blobs, args)
         elif call.name == SEARCH_HISTORY.name:
-            text, is_error = call_search_history(
-                self.store, self.session, args, timeline=self.timeline
-            )
+            text, is_error = call_search_history(self.store, self.session, args, timeline=self.timeline)
         else:
             return None
         return ToolResult(call.id, text, call.name, is_error)

@@ -64,15 +64,7 @@ class ViewMessage:
     tokens: int
 
 
-def preview(
-    content: str,
-    handle: str,
-    *,
-    tokens: int,
-    head_lines: int = 12,
-    tail_lines: int = 6,
-    width: int = 240,
-) -> str:
+def preview(content: str, handle: str, *, tokens: int, head_lines: int = 12, tail_lines: int = 6, width: int = 240) -> str:
     """A short stand-in for a long output: size, handle, first and last lines."""
     lines = content.splitlines()
 
