@@ -32,7 +32,6 @@ costs a few MiB of encoding buffers instead of two or three more copies of itsel
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from json.encoder import encode_basestring
@@ -51,6 +50,7 @@ __all__ = [
     "encode_body",
     "field_path",
     "json_depth",
+    "scan",
 ]
 
 GENESIS = "sha256:" + "0" * 64
@@ -76,18 +76,31 @@ def _has_long(obj: JsonValue, piece: int) -> bool:
 def json_depth(obj: JsonValue, limit: int) -> list[str] | None:
     """The path to the first point where ``obj`` nests deeper than ``limit`` containers
     (``["meta", "a", "[0]", …]``), or None when it does not. Iterative: any depth."""
+    return scan(obj, limit)[0]
+
+
+def scan(obj: JsonValue, limit: int, piece: int = PIECE_CHARS) -> tuple[list[str] | None, bool]:
+    """One walk of ``obj``: the path where it nests deeper than ``limit`` (or None), and
+    whether it holds a string longer than ``piece`` characters."""
+    long = False
     stack: list[tuple[JsonValue, int, list[str]]] = [(obj, 0, [])]
     while stack:
         item, depth, path = stack.pop()
-        if isinstance(item, dict | list | tuple):
-            if depth + 1 > limit:
-                return path
-            pairs = item.items() if isinstance(item, dict) else enumerate(item)
-            for key, value in pairs:
-                if isinstance(value, dict | list | tuple):
-                    name = str(key) if isinstance(item, dict) else f"[{key}]"
-                    stack.append((value, depth + 1, [*path, name]))
-    return None
+        if isinstance(item, str):
+            long = long or len(item) > piece
+            continue
+        if not isinstance(item, dict | list | tuple):
+            continue
+        if depth + 1 > limit:
+            return path, long
+        pairs = item.items() if isinstance(item, dict) else enumerate(item)
+        for key, value in pairs:
+            if isinstance(value, str):
+                long = long or len(value) > piece
+            elif isinstance(value, dict | list | tuple):
+                name = str(key) if isinstance(item, dict) else f"[{key}]"
+                stack.append((value, depth + 1, [*path, name]))
+    return None, long
 
 
 def field_path(parts: list[str], most: int = 8) -> str:
@@ -167,11 +180,17 @@ class Body:
         return self.data.decode()
 
 
-def encode_body(event: Event, piece: int = PIECE_CHARS) -> Body:
+def encode_body(
+    event: Event, piece: int = PIECE_CHARS, *, obj: JsonValue = None, long: bool | None = None
+) -> Body:
     """The canonical JSON of ``event`` with its size and digest (one streaming pass when
-    it holds a long string). Raises what ``canonical_json`` raises."""
-    obj = event_to_json(event)
-    if not _has_long(obj, piece):
+    it holds a long string). ``obj`` and ``long``: its JSON object and whether it holds
+    a long string, when the caller has them already. Raises what ``canonical_json`` raises."""
+    if obj is None:
+        obj = event_to_json(event)
+    if long is None:
+        long = _has_long(obj, piece)
+    if not long:
         data = canonical_json(obj)
         return Body(len(data), "sha256:" + hashlib.sha256(data).hexdigest(), data, event)
     h = hashlib.sha256()
@@ -195,13 +214,12 @@ def digest_text(text: str | bytes, piece: int = PIECE_CHARS) -> str:
 
 def chain_link(prev: str, seq: int, event_id: str, at: str, digest: str) -> str:
     """The link of the event at ``seq`` (``at`` as stored: ``format_at``)."""
-    head = json.dumps(
-        {"at": at, "body": digest, "id": event_id, "seq": seq},
-        sort_keys=True,
-        separators=(",", ":"),
-        ensure_ascii=False,
-    ).encode()
-    return "sha256:" + hashlib.sha256(prev.encode() + b"\n" + head).hexdigest()
+    # canonical_json({"at": at, "body": digest, "id": event_id, "seq": seq}), keys in order
+    head = (
+        f'{{"at":{encode_basestring(at)},"body":{encode_basestring(digest)},'
+        f'"id":{encode_basestring(event_id)},"seq":{int(seq)}}}'
+    )
+    return "sha256:" + hashlib.sha256(f"{prev}\n{head}".encode()).hexdigest()
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,7 +35,7 @@ from ctxline.record.events import (
     canonical_json,
     event_to_json,
 )
-from ctxline.record.store.chain import Body, encode_body, field_path, json_depth
+from ctxline.record.store.chain import Body, encode_body, field_path, scan
 
 __all__ = [
     "MAIN",
@@ -86,6 +86,17 @@ def _check_utf8(what: str, value: str) -> bytes:
 
 def check_name(what: str, value: str) -> None:
     """A session, timeline or tokenizer name: non-blank, no control characters, bounded."""
+    if isinstance(value, str) and (what, value) in _GOOD_NAMES:
+        return
+    _check_name(what, value)
+    if len(_GOOD_NAMES) < 4096 and isinstance(value, str):
+        _GOOD_NAMES.add((what, value))
+
+
+_GOOD_NAMES: set[tuple[str, str]] = set()
+
+
+def _check_name(what: str, value: str) -> None:
     if not isinstance(value, str):
         raise ValidationError(f"{what} name must be text, got {type(value).__name__}", field=what)
     if not value or not value.strip() or any(ord(ch) < 32 for ch in value):
@@ -219,7 +230,8 @@ def encode_batch(batch: Sequence[Pending]) -> list[Body]:
             except ValidationError as exc:
                 raise ValidationError(f"{_where(i, ev)}: {exc.message}", field="call_id") from None
         try:
-            deep = json_depth(event_to_json(ev), MAX_DEPTH)
+            obj = event_to_json(ev)
+            deep, long = scan(obj, MAX_DEPTH)
         except (TypeError, ValueError, AttributeError) as exc:
             raise ValidationError(
                 f"{_where(i, ev)} is not valid JSON: {exc}", field="event"
@@ -230,7 +242,7 @@ def encode_batch(batch: Sequence[Pending]) -> list[Body]:
                 field=field_path(deep) or "event",
             )
         try:
-            body = encode_body(ev)
+            body = encode_body(ev, obj=obj, long=long)
         except UnicodeEncodeError as exc:
             bad = exc.object[exc.start : exc.end]
             raise ValidationError(

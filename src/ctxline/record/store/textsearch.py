@@ -111,7 +111,15 @@ def index_words(event: Event) -> list[str]:
 
 def capped_words(text: str, limit: int = INDEX_MAX_CHARS, piece: int = SCAN_CHARS) -> list[str]:
     """``words(text)`` cut where the words (each with one separator) pass ``limit`` characters."""
-    found: list[str] = []
+    if len(text) <= piece:  # the common case: one pass
+        found = words(text)
+        total = 0
+        for i, w in enumerate(found):
+            total += len(w) + 1
+            if total > limit:
+                return found[:i]
+        return found
+    found = []
     total = 0
     carry = ""  # a word that may go on in the next slice
     for start in range(0, len(text), piece):
