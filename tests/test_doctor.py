@@ -114,13 +114,16 @@ def test_doctor_healthy_sqlite_exits_0_and_changes_nothing(tmp_path: Path) -> No
         "pages",
         "schema",
         "timelines",
+        "rows",
+        "chain",
+        "calls",
         "blobs",
         "search",
     ]
     assert all(c["ok"] for c in checks)
     assert snapshot(db) == before
     text = doctor(str(db)).stdout
-    assert "healthy: 6 check(s) passed" in text
+    assert "healthy: 9 check(s) passed" in text
     assert "integrity_check" in text
 
 
@@ -423,7 +426,15 @@ def test_doctor_postgres(pg_url: str) -> None:
     assert code == 0, report
     checks = report["checks"]
     assert isinstance(checks, list)
-    assert [c["check"] for c in checks] == ["schema", "timelines", "blobs", "search"]
+    assert [c["check"] for c in checks] == [
+        "schema",
+        "timelines",
+        "rows",
+        "chain",
+        "calls",
+        "blobs",
+        "search",
+    ]
     assert "postgresql://" in str(report["db"])
     with pg_server.admin_connect(pg_url) as conn:
         conn.execute("UPDATE blobs SET data = 'x'::bytea WHERE ref = %s", (ref,))

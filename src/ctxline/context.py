@@ -36,7 +36,7 @@ from ctxline.record.events import (
 )
 from ctxline.record.store import MAIN, Store, new_ulid, utc_now
 from ctxline.record.store.base import Clock, SearchHit
-from ctxline.record.timeline import TimelineWriter
+from ctxline.record.timeline import TimelineWriter, save_blobs
 from ctxline.render.neutral import ToolSpec
 from ctxline.sources.base import DynamicItem, Source
 from ctxline.sources.branch import BranchMark
@@ -268,8 +268,7 @@ class Context:
                 raise
             if not log:
                 self._cache.reset()
-                for data in plan.blobs:  # the request may be sent: its handles must read back
-                    self.store.blobs.put(data)
+                save_blobs(self.store.blobs, (), plan.blobs)  # its handles must read back
                 self._last = plan.preparation
                 return plan.preparation
             try:
@@ -338,11 +337,15 @@ class Context:
         return [ev.event for ev in self._events if isinstance(ev.event, RequestHeader)]
 
     def rebuild_all(self) -> Iterator[tuple[RequestHeader, Preparation]]:
-        """Every logged request of this timeline, rebuilt and checked, in step order."""
+        """Every logged request of this timeline, rebuilt and checked, in step order
+        (the record's hash chain first: a silently changed event is an IntegrityError)."""
         self.refresh()
+        self.store.verify_chain(self.session, self.timeline).raise_if_broken()
         return rebuild_all(self._events, self._marks, self.counter, self.sources)
 
     def rebuild(self, step: int) -> bytes:
-        """The body of logged step ``step``, rebuilt from the record; checked against its sha256."""
+        """The body of logged step ``step``, rebuilt from the record; checked against its
+        sha256 (and the record against its hash chain)."""
         self.refresh()
+        self.store.verify_chain(self.session, self.timeline).raise_if_broken()
         return rebuild_request(self._events, step, self._marks, self.counter, self.sources)[1].body_bytes

@@ -87,7 +87,7 @@ def doctor_cmd(
 def search_cmd(query: str, session: str, timeline: str, limit: int, db: str, as_json: bool) -> None:
     """Search a timeline's history: what the search_history tool returns to the model."""
     with one_line_errors():
-        store = open_store(db)
+        store = open_store(db, read_only=True)
         try:
             hits = store.search(session, query, timeline=timeline, limit=limit)
         finally:

@@ -1,25 +1,43 @@
-"""What every CLI command shares: one-line errors with exit code 2 (3 for a context
-overflow), and the --db option."""
+"""What every CLI command shares: one-line errors, exit codes, --debug and --db.
+
+Exit codes: 0 done; 2 bad input or an environment that refused (a read-only or full
+disk, a locked database, a damaged record: one line on stderr naming what is wrong,
+nothing written); 3 when protected content alone exceeds the input limit; 1 for an
+error ctxline did not expect (a bug): one line too, and ``ctxline --debug …`` (or
+``CTXLINE_DEBUG=1``) prints its traceback. No traceback reaches a user otherwise:
+:class:`CtxlineGroup` catches whatever a command lets through.
+
+    @click.group(cls=CtxlineGroup)
+    def main() -> None: ...
+"""
 
 from __future__ import annotations
 
+import errno
+import os
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from typing import Any, TypeVar
+import traceback
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
+from typing import IO, Any, NoReturn, TypeVar
 
 import click
 
-from ctxline.errors import ContextOverflow, CtxlineError
+from ctxline.errors import ContextOverflow, CtxlineError, ValidationError
+from ctxline.importers.jsonread import MAX_LINE_BYTES, parse_json_bytes, read_line
 from ctxline.sources.status import StatusConfig
 from ctxline.sources.timectx import TimeConfig
 from ctxline.view.options import PrepareOptions
 
 __all__ = [
     "DB_HELP",
+    "CtxlineGroup",
     "db_option",
+    "debug_enabled",
     "fail",
+    "iter_jsonl",
     "model_options",
+    "one_line",
     "one_line_errors",
     "prepare_options",
     "status_config",
@@ -33,9 +51,85 @@ DB_HELP = (
 )
 
 
-def fail(message: str, code: int = 2) -> None:
-    click.echo(f"error: {message}", err=True)
+MAX_MESSAGE = 2000
+_OS_REASONS = {
+    errno.EROFS: "the file system is read-only",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "operation not permitted",
+    errno.ENOSPC: "the disk is full",
+    errno.EDQUOT: "the disk quota is exhausted",
+    errno.ENOENT: "no such file or folder",
+    errno.EISDIR: "is a folder",
+}
+
+
+def one_line(message: str) -> str:
+    """``message`` as one printable line: breaks become spaces, other control characters
+    (a terminal escape in a session name) are shown escaped, and it is cut at 2,000."""
+    out = []
+    for ch in message:
+        if ch in "\r\n\t":
+            out.append(" ")
+        elif ord(ch) < 32 or 127 <= ord(ch) < 160:
+            out.append(f"\\x{ord(ch):02x}")
+        else:
+            out.append(ch)
+    text = "".join(out)
+    return text if len(text) <= MAX_MESSAGE else text[: MAX_MESSAGE - 1] + "…"
+
+
+def fail(message: str, code: int = 2) -> NoReturn:
+    click.echo(f"error: {one_line(message)}", err=True)
     sys.exit(code)
+
+
+def debug_enabled() -> bool:
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None and ctx.find_root().meta.get("ctxline.debug"):
+        return True
+    return os.environ.get("CTXLINE_DEBUG", "") not in ("", "0")
+
+
+def _os_message(exc: OSError) -> str:
+    reason = _OS_REASONS.get(exc.errno or 0, exc.strerror or str(exc))
+    return f"{exc.filename}: {reason}" if exc.filename else str(reason)
+
+
+def _engine_message(exc: BaseException) -> str | None:
+    """A database driver's error that escaped the store, in words (None: not one)."""
+    module = type(exc).__module__
+    if module == "sqlite3":
+        import sqlite3
+
+        from ctxline.record.store.failures import sqlite_failure
+
+        assert isinstance(exc, sqlite3.Error)
+        return str(sqlite_failure(exc, "the database", "run the command"))
+    if module.startswith("psycopg"):
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        return f"PostgreSQL: {first} (nothing was written unless the command said so)"
+    return None
+
+
+def report(exc: BaseException) -> NoReturn:
+    """Print ``exc`` as one line and exit with its code (see the module doc)."""
+    if debug_enabled():
+        traceback.print_exception(exc, file=sys.stderr)
+    if isinstance(exc, ContextOverflow):  # protected content alone does not fit
+        fail(str(exc), code=3)
+    if isinstance(exc, CtxlineError):
+        fail(str(exc))
+    if isinstance(exc, KeyboardInterrupt):
+        fail("interrupted", code=130)
+    if isinstance(exc, OSError):
+        fail(_os_message(exc))
+    if isinstance(exc, MemoryError):
+        fail("out of memory: the input is too large for this machine; nothing was written")
+    engine = _engine_message(exc)
+    if engine is not None:
+        fail(engine)
+    hint = "" if debug_enabled() else "; run with --debug (or CTXLINE_DEBUG=1) for the traceback"
+    fail(f"unexpected {type(exc).__name__}: {exc} (a bug in ctxline){hint}", code=1)
 
 
 @contextmanager
@@ -43,12 +137,97 @@ def one_line_errors() -> Iterator[None]:
     """Turn ctxline's typed errors and file errors into one line on stderr, exit 2."""
     try:
         yield
-    except ContextOverflow as exc:  # protected content alone does not fit: a distinct code
-        fail(str(exc), code=3)
-    except CtxlineError as exc:
-        fail(str(exc).replace("\n", " "))
-    except OSError as exc:
-        fail(f"{exc.filename or ''}: {exc.strerror or exc}".lstrip(": "))
+    except (CtxlineError, OSError) as exc:
+        if isinstance(exc, BrokenPipeError):
+            raise
+        report(exc)
+
+
+def _set_debug(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value:
+        ctx.meta["ctxline.debug"] = True
+
+
+class CtxlineGroup(click.Group):
+    """A command group that adds ``--debug`` and lets no traceback through."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.params.append(
+            click.Option(
+                ["--debug"],
+                is_flag=True,
+                expose_value=False,
+                is_eager=True,
+                callback=_set_debug,
+                help="Print the traceback of an error (also CTXLINE_DEBUG=1).",
+            )
+        )
+
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        """Click's main, with its usage errors as one ``error:`` line too."""
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, False, **extra)
+        try:
+            super().main(args, prog_name, complete_var, False, **extra)
+        except click.exceptions.Exit as exc:
+            sys.exit(exc.exit_code)
+        except click.ClickException as exc:
+            ctx = getattr(exc, "ctx", None)
+            hint = f" (see {ctx.command_path} --help)" if ctx is not None else ""
+            fail(exc.format_message() + hint, code=exc.exit_code)
+        except click.Abort:
+            fail("aborted", code=1)
+        sys.exit(0)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.Exit, click.ClickException, click.Abort, SystemExit):
+            raise
+        except BrokenPipeError:  # the reader went away (| head): stop quietly
+            with suppress(OSError, ValueError):  # so the final flush at exit fails silently
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            sys.exit(141)
+        except (Exception, KeyboardInterrupt) as exc:
+            report(exc)
+
+
+def iter_jsonl(stream: IO[bytes], source: str) -> Iterator[tuple[int, Any]]:
+    """``(line number, value)`` for each non-blank JSON line of a binary stream.
+
+    A line over :data:`~ctxline.importers._common.MAX_LINE_BYTES`, invalid JSON, an
+    integer too long or nesting too deep is a ValidationError naming ``source``, the
+    line and (where it can) the field. Each line is decoded (UTF-8, invalid bytes as
+    U+FFFD) and parsed by :func:`~ctxline.importers.jsonread.parse_json_bytes`, which
+    holds no third copy of a 200 MB line.
+    """
+    number = 0
+    while True:
+        raw = read_line(stream, MAX_LINE_BYTES)
+        if not raw:
+            return
+        number += 1
+        if len(raw) > MAX_LINE_BYTES:
+            raise ValidationError(
+                f"the line is longer than {MAX_LINE_BYTES:,} bytes", line=number, source=source
+            )
+        if raw.isspace():
+            continue
+        box = [raw]
+        del raw
+        try:
+            value = parse_json_bytes(box, line=number)
+        except ValidationError as exc:
+            raise exc.located(source=source) from None
+        yield number, value
 
 
 def db_option(fn: F) -> F:

@@ -20,7 +20,7 @@ from rich.text import Text
 
 from ctxline import __version__
 from ctxline.cli.admin import doctor_cmd, search_cmd
-from ctxline.cli.common import db_option, one_line_errors
+from ctxline.cli.common import CtxlineGroup, db_option, iter_jsonl, one_line_errors
 from ctxline.cli.mcp import mcp_cmd
 from ctxline.cli.models import chat_cmd, eval_cmd
 from ctxline.cli.prepare import prepare_cmd, request_cmd, requests_cmd
@@ -48,11 +48,11 @@ from ctxline.record.timeline import TimelineWriter
 __all__ = ["main"]
 
 
-def _open(db: str) -> Store:
-    return open_store(db)
+def _open(db: str, *, read_only: bool = False) -> Store:
+    return open_store(db, read_only=read_only)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=CtxlineGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="ctxline")
 def main() -> None:
     """ctxline: a durable record of what your agent did, and the exact request it sees."""
@@ -95,7 +95,7 @@ def import_cmd(path: Path, db: str, fmt: str, as_json: bool) -> None:
 def sessions_cmd(db: str, as_json: bool) -> None:
     """List sessions with their event counts."""
     with one_line_errors():
-        store = _open(db)
+        store = _open(db, read_only=True)
         infos = store.sessions()
         store.close()
     if as_json:
@@ -123,7 +123,7 @@ def sessions_cmd(db: str, as_json: bool) -> None:
 def export_cmd(session: str, timeline: str, db: str) -> None:
     """Print a timeline as canonical JSONL (a session header line, then one event per line)."""
     with one_line_errors():
-        store = _open(db)
+        store = _open(db, read_only=True)
         info = store.session(session)
         events = store.read(session, timeline)
         store.close()
@@ -164,16 +164,7 @@ def append_cmd(
     """Append canonical JSONL events from stdin, atomically (all lines or none)."""
     with one_line_errors():
         batch: list[Pending] = []
-        for number, raw in enumerate(sys.stdin.buffer, start=1):
-            line = raw.decode("utf-8", "replace").strip()
-            if not line:
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValidationError(
-                    f"invalid JSON ({exc.msg})", line=number, source="stdin"
-                ) from None
+        for number, obj in iter_jsonl(sys.stdin.buffer, "stdin"):
             if isinstance(obj, dict) and obj.get("kind") == "ctxline.session":
                 continue
             try:
@@ -221,7 +212,7 @@ KIND_STYLE = {
 def show_cmd(session: str, timeline: str, db: str, width: int) -> None:
     """Print a readable timeline."""
     with one_line_errors():
-        store = _open(db)
+        store = _open(db, read_only=True)
         info = store.timeline(session, timeline)
         events = store.read(session, timeline)
         store.close()

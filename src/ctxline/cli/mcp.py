@@ -33,7 +33,7 @@ def mcp_cmd(db: str, session: str, timeline: str, todo: bool) -> None:
     except MissingExtra as exc:
         fail(str(exc))
     with one_line_errors():
-        store = open_store(db)
+        store = open_store(db, create=False)  # serving a session never creates a database
         try:
             ctx = Context(store, session, timeline, create=False)
         except UnknownSession:

@@ -65,7 +65,7 @@ def prepare_cmd(
         status = status_config(status_mode, tz)
         options = prepare_options(provider, model, context_window, max_output, tokenizer)
         now = None if now_text is None else parse_at(now_text, where="--now")
-        store = open_store(db)
+        store = open_store(db, create=False)
         store.session(session)
         ctx = Context(
             store,
@@ -116,7 +116,7 @@ def prepare_cmd(
 def requests_cmd(session: str, timeline: str, db: str, as_json: bool) -> None:
     """List the logged requests of a timeline: step, seq, sha256 and tokens."""
     with one_line_errors():
-        store = open_store(db)
+        store = open_store(db, read_only=True)
         store.timeline(session, timeline)
         headers = [
             ev.event for ev in store.read(session, timeline) if isinstance(ev.event, RequestHeader)
@@ -159,7 +159,7 @@ def requests_cmd(session: str, timeline: str, db: str, as_json: bool) -> None:
 def request_cmd(session: str, timeline: str, step: int, db: str) -> None:
     """Rebuild logged step N from the record and print its body (checked against its sha256)."""
     with one_line_errors():
-        store = open_store(db)
+        store = open_store(db, read_only=True)
         store.timeline(session, timeline)
         ctx = Context(store, session, timeline, create=False)
         if step < 1:

@@ -48,7 +48,7 @@ def blob_cmd(handle: str, page: int, page_chars: int, raw: bool, db: str) -> Non
     with one_line_errors():
         parse_ref(handle.strip())
         _check_db(db)
-        store = open_store(db)
+        store = open_store(db, read_only=True)
         try:
             if raw:
                 data = store.blobs.get(handle.strip())

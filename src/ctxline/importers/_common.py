@@ -26,6 +26,16 @@ from pathlib import Path
 from typing import Any
 
 from ctxline.errors import ValidationError
+from ctxline.importers.jsonread import (
+    MAX_DEPTH,
+    MAX_FILE_BYTES,
+    MAX_INT_DIGITS,
+    MAX_LINE_BYTES,
+    LongInteger,
+    json_depth,
+    parse_int,
+    parse_json,
+)
 from ctxline.record.codec import canonical_json, parse_at
 from ctxline.record.events import (
     AssistantMessage,
@@ -43,6 +53,10 @@ from ctxline.text import clean_json, clean_text, decode_bytes
 
 __all__ = [
     "FORMATS",
+    "MAX_DEPTH",
+    "MAX_FILE_BYTES",
+    "MAX_INT_DIGITS",
+    "MAX_LINE_BYTES",
     "ORPHAN_KIND",
     "ImportedSession",
     "SessionBuilder",
@@ -53,6 +67,7 @@ __all__ = [
     "opt_int",
     "opt_str",
     "parse_arguments",
+    "parse_json",
     "req_str",
     "small_meta",
 ]
@@ -83,10 +98,17 @@ class Source:
     def __init__(self, path: Path) -> None:
         self.path = path
         try:
+            size = path.stat().st_size
+            if size > MAX_FILE_BYTES:
+                raise ValidationError(
+                    f"the file is {size:,} bytes; ctxline reads at most {MAX_FILE_BYTES:,} bytes"
+                    " per file (split it)"
+                )
             data = path.read_bytes()
         except OSError as exc:
             raise ValidationError(f"cannot read the file: {exc.strerror or exc}") from None
         text = decode_bytes(data)
+        del data
         self.text = text[1:] if text.startswith("\ufeff") else text
         self._doc: Any = None
         self._parsed = False
@@ -122,30 +144,18 @@ class Source:
             yield n, value
 
 
-def parse_json(text: str, *, line: int | None = None) -> Any:
-    """``json.loads`` with errors that name the line (the document's, or ``line``).
-
-    NaN and Infinity are read as floats, as Python writes them; every value that goes
-    into an event or a meta passes through ``clean_json``, which turns them into text.
-    """
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        where = line if line is not None else exc.lineno
-        raise ValidationError(f"invalid JSON: {exc.msg} (column {exc.colno})", line=where) from None
-    except RecursionError:
-        raise ValidationError("invalid JSON: nested too deeply", line=line) from None
-
-
 def parse_arguments(raw: object) -> JsonValue:
     """Tool-call arguments: a JSON string is parsed; one that is not valid JSON is kept as text."""
     if raw is None:
         return {}
     if isinstance(raw, str):
         try:
-            return clean_json(json.loads(raw, parse_constant=_reject_constant))
-        except (ValueError, RecursionError):
+            value = json.loads(raw, parse_constant=_reject_constant, parse_int=parse_int)
+        except (ValueError, RecursionError, LongInteger):
             return clean_text(raw)
+        if json_depth(value, MAX_DEPTH) is not None:
+            return clean_text(raw)  # kept as the text it was, like any arguments JSON cannot hold
+        return clean_json(value)
     try:
         return clean_json(raw)
     except TypeError:

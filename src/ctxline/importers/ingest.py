@@ -3,7 +3,12 @@
 Importers give every event a deterministic client id, so importing a file twice is
 a no-op, and importing a log that has grown since appends only its new tail. A
 session whose stored events are not a prefix of the file is refused with the first
-differing position; nothing is written for it.
+differing position.
+
+An import is all or nothing on every backend: every session is checked first, then
+all of them are created and appended in one transaction
+(:meth:`~ctxline.record.store.base.Store.append_batches`). A file whose second session
+conflicts leaves the first unwritten too.
 
     results = import_sessions(store, load(Path("traj.json")))
 """
@@ -13,12 +18,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from ctxline.errors import ValidationError
+from ctxline.errors import UnknownSession, ValidationError
 from ctxline.importers import ImportedSession
 from ctxline.record.codec import canonical_json, event_to_json
-from ctxline.record.events import JsonValue, Pending
-from ctxline.record.store import Store
-from ctxline.record.timeline import TimelineWriter
+from ctxline.record.events import JsonValue, Pending, StoredEvent
+from ctxline.record.store import Batch, Store
+from ctxline.record.timeline import save_blobs
 
 __all__ = ["ImportResult", "import_sessions"]
 
@@ -48,26 +53,59 @@ def _session_meta(imported: ImportedSession) -> dict[str, JsonValue]:
     return imported.meta
 
 
+def _stored(store: Store, session: str) -> list[StoredEvent] | None:
+    try:
+        return store.read(session)
+    except UnknownSession:
+        return None
+
+
+def _origin(imported: ImportedSession) -> str:
+    file = imported.meta.get("file")
+    return f" (in {file})" if isinstance(file, str) else ""
+
+
 def import_sessions(store: Store, sessions: Iterable[ImportedSession]) -> list[ImportResult]:
-    """Append each imported session's new events through the timeline writer's rules
-    (long results saved as blobs first); a session that holds other events is refused."""
-    results = []
+    """Import ``sessions`` in one transaction, through the timeline writer's rules (long
+    results saved as blobs first); ValidationError (nothing written) when one conflicts
+    with what the store holds, or appears twice with different events."""
+    todo: list[ImportedSession] = []
+    by_id: dict[str, ImportedSession] = {}
     for imported in sessions:
-        store.create_session(imported.id, meta=_session_meta(imported), exist_ok=True)
-        existing = store.read(imported.id)
+        seen = by_id.get(imported.id)
+        if seen is not None:
+            if seen.events == imported.events:
+                continue
+            raise ValidationError(
+                f"session {imported.id!r} appears twice with different events"
+                f"{_origin(seen)}{_origin(imported)}; nothing was imported",
+                field="session",
+            )
+        by_id[imported.id] = imported
+        todo.append(imported)
+    batches: list[Batch] = []
+    results = []
+    for imported in todo:
+        existing = _stored(store, imported.id)
         new: Sequence[Pending] = imported.events
-        for i, ev in enumerate(existing):
+        for i, ev in enumerate(existing or []):
             if i >= len(new) or not _same(ev.id, canonical_json(event_to_json(ev.event)), new[i]):
                 raise ValidationError(
                     f"session {imported.id!r} already holds different events (first difference at"
-                    f" seq {ev.seq}); import it under another id or into another database",
+                    f" seq {ev.seq}); import it under another id or into another database;"
+                    " nothing was imported",
                     field="session",
                 )
-        tail = list(new[len(existing) :])
-        if tail:
-            # an export restores ctxline's own kinds too (their trust is issue 12's --trusted)
-            TimelineWriter(store, imported.id).append(
-                tail, expected_seq=len(existing), authority="ctxline"
+        held = len(existing or [])
+        tail = list(new[held:])
+        if tail or existing is None:
+            batches.append(
+                Batch(imported.id, tail, held, create=True, meta=_session_meta(imported))
             )
-        results.append(ImportResult(imported.id, len(existing) + len(tail), len(tail)))
+        results.append(ImportResult(imported.id, held + len(tail), len(tail)))
+    if batches:
+        # an export restores ctxline's own kinds too (their trust: import --trusted)
+        for batch in batches:
+            save_blobs(store.blobs, batch.events)
+        store.append_batches(batches)
     return results

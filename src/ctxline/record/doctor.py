@@ -1,20 +1,22 @@
 """``ctxline doctor``: run every integrity check of a record and say what is wrong.
 
 Why: a record is only worth keeping if it can be trusted, and the failures that
-matter (a damaged page, a ``-wal`` file lost after a crash, a head that disagrees
-with its events, a blob whose bytes no longer match their hash, a search index that
-drifted from the events) are silent until something reads the wrong bytes. The
-doctor looks at all of them without changing anything: it never migrates, repairs or
-rebuilds (SQLite: a read-write connection inside a rolled-back savepoint, for the
-FTS5 structure check; PostgreSQL: ``migrate=False`` and a read-only snapshot).
+matter (a damaged page, a ``-wal`` file lost or damaged after a crash, a head that
+disagrees with its events, a row edited outside ctxline, a blob whose bytes no longer
+match their hash, a search index that drifted from the events) are silent until
+something reads the wrong bytes. The doctor looks at all of them without changing
+anything: it never migrates, repairs or rebuilds (SQLite: a read-write connection
+inside a rolled-back savepoint, for the FTS5 structure check, or a read-only one;
+PostgreSQL: ``migrate=False`` and a read-only snapshot), and it never creates a
+database.
 
-Checks, in order. SQLite: ``file`` (header, WAL files — see
-:mod:`ctxline.record.store.sqlite_health` — and ``quick_check``; nothing else runs when it
-fails), ``pages`` (``PRAGMA integrity_check``), ``schema``, ``timelines`` (head ==
-own events, gap-free), ``blobs`` (every blob re-hashed), ``search`` (FTS5
-``integrity-check``, one entry per searchable event, word counts equal).
-PostgreSQL: ``schema``, ``timelines``, ``blobs``, ``search`` (every tsvector
-recomputed from its event). A memory store has nothing to check.
+Checks, in order. SQLite: ``file`` (header, WAL files with every frame checksummed —
+see :mod:`ctxline.record.store.sqlite_files` — and ``integrity_check``; nothing else
+runs when it fails), then the checks of :mod:`ctxline.record.store.sqlite_health`:
+``pages``, ``schema``, ``timelines``, ``rows`` (every row parsed), ``chain`` (every
+hash link), ``calls``, ``blobs``, ``search``. PostgreSQL: the same from ``schema`` on.
+A memory store has nothing to check. No bad row raises: each is a problem naming its
+session, timeline and seq.
 
     report = run_doctor("ctxline.db")
     report.healthy                      # False
@@ -30,7 +32,14 @@ from pathlib import Path
 from ctxline.errors import IntegrityError, ValidationError
 from ctxline.record.events import JsonValue
 from ctxline.record.store.base import HealthCheck
-from ctxline.record.store.sqlite_health import check_sqlite_file, connection_health, held_open
+from ctxline.record.store.failures import sqlite_failure
+from ctxline.record.store.sqlite_files import (
+    check_sqlite_file,
+    connect_read_only,
+    file_uri,
+    held_open,
+)
+from ctxline.record.store.sqlite_health import connection_health
 
 __all__ = ["DoctorReport", "run_doctor"]
 
@@ -76,17 +85,26 @@ class DoctorReport:
 
 
 def _sqlite(path: Path) -> list[HealthCheck]:
-    if not path.exists():
+    wal = Path(f"{path}-wal")
+    if not path.exists() and not wal.exists():
         raise ValidationError("no such database file", source=str(path))
-    file_detail = "header, WAL files (-wal/-shm), PRAGMA quick_check"
+    file_detail = "header, WAL files (-wal/-shm, every frame checksummed), PRAGMA integrity_check"
     try:
         check_sqlite_file(path)
     except IntegrityError as exc:
         return [HealthCheck("file", file_detail, (str(exc),))]
+    if path.stat().st_size == 0:
+        return [HealthCheck("file", file_detail, (f"{path} is empty: not a database",))]
     try:  # mode=rw: never create a file; the FTS5 check needs a connection that may write
-        conn = sqlite3.connect(f"file:{path}?mode=rw", uri=True, isolation_level=None, timeout=30)
-    except sqlite3.OperationalError:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None, timeout=30)
+        conn = sqlite3.connect(
+            file_uri(path, mode="rw"), uri=True, isolation_level=None, timeout=30
+        )
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchall()
+    except sqlite3.Error:
+        try:
+            conn = connect_read_only(path)
+        except sqlite3.Error as exc:
+            raise sqlite_failure(exc, str(path), "open the database") from None
     try:
         with held_open(path):
             checks = connection_health(conn, full=True)

@@ -27,6 +27,7 @@ from typing import Literal
 from ctxline.errors import ValidationError
 from ctxline.record.blobs import BlobStore
 from ctxline.record.events import OWN_KINDS, Event, Pending, StoredEvent, ToolResult
+from ctxline.record.store import put_text
 from ctxline.record.store.base import MAIN, Store
 
 __all__ = ["BLOB_MIN_CHARS", "Authority", "TimelineWriter", "check_authority", "save_blobs"]
@@ -52,15 +53,16 @@ def check_authority(events: Iterable[Event | Pending], *, where: str = "append")
 
 
 def save_blobs(
-    blobs: BlobStore, events: Iterable[Event | Pending], extra: Iterable[bytes] = ()
+    blobs: BlobStore, events: Iterable[Event | Pending], extra: Iterable[str] = ()
 ) -> None:
-    """Save long results and ``extra`` payloads before their events are appended."""
+    """Save long results and ``extra`` texts before their events are appended (streamed by
+    the durable backends, never a whole encoded copy)."""
     for item in events:
         event = item.event if isinstance(item, Pending) else item
         if isinstance(event, ToolResult) and len(event.content) > BLOB_MIN_CHARS:
-            blobs.put(event.content.encode())
-    for data in extra:
-        blobs.put(data)
+            put_text(blobs, event.content)
+    for text in extra:
+        put_text(blobs, text)
 
 
 class TimelineWriter:
@@ -77,12 +79,12 @@ class TimelineWriter:
         *,
         expected_seq: int | None = None,
         authority: Authority = "app",
-        blobs: Sequence[bytes] = (),
+        blobs: Sequence[str] = (),
         token_counts: Mapping[str, Mapping[str, int]] | None = None,
     ) -> list[StoredEvent]:
         """Append ``events`` atomically; returns them as stored.
 
-        ``blobs`` are payloads the events refer to (saved first); ``token_counts`` are
+        ``blobs`` are texts the events' view refers to (saved first); ``token_counts`` are
         counts a step learned (tokenizer → key → tokens), stored after the append.
         """
         if authority != "ctxline":

@@ -87,7 +87,8 @@ class StepPlan:
     preparation: Preparation
     events: tuple[Pending, ...]
     head: int
-    blobs: tuple[bytes, ...] = ()
+    blobs: tuple[str, ...] = ()
+    """Texts the view shows as previews: saved as blobs with the step."""
     token_counts: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
 
 
@@ -270,7 +271,7 @@ def plan_step(
     header = replace(prep.header, upto_seq=step.head + len(step.planned))
     step.add(header)
     cache.previous = cache.candidate  # the next step compares with what this one sends
-    blobs = tuple(text.encode() for text in cache.new_blobs.values())
+    blobs = tuple(cache.new_blobs.values())
     cache.new_blobs = {}
     counts = {setup.view.counter.name: dict(cache.learned)} if cache.learned else {}
     cache.learned = {}

@@ -5,7 +5,7 @@ migrations in a write transaction, sets the journal mode and creates a missing f
 :class:`~ctxline.record.store.postgres.PostgresStore` migrates unless told not to and
 writes through autocommit connections. An inspector pointed at a mistyped path must
 not create a database there, and a browser session must not change a byte, so this
-module reads the record's tables itself (the same schema, versions 1–2):
+module reads the record's tables itself (the same schema, versions 1–3):
 
 * **SQLite** is opened with a ``mode=ro`` URI, so the file is never created or written.
   A WAL database with no ``-wal`` file beside it (no writer has it open) is read
@@ -34,7 +34,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from ctxline import event_from_json
 from ctxline.errors import (
     BlobError,
     IntegrityError,
@@ -45,11 +44,12 @@ from ctxline.errors import (
 from ctxline.record.blobs import parse_ref, verify
 from ctxline.record.codec import parse_at
 from ctxline.record.events import StoredEvent
+from ctxline.record.parse import event_from_json
 from ctxline.record.store.base import MAIN, TimelineInfo
 
 __all__ = ["KNOWN_SCHEMA", "BlobRow", "ReadOnlyRecord", "SessionRow", "open_readonly"]
 
-KNOWN_SCHEMA = frozenset({1, 2})
+KNOWN_SCHEMA = frozenset({1, 2, 3})
 """Schema versions this reader understands (``migrations`` table)."""
 
 T = TypeVar("T")

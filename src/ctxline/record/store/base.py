@@ -8,7 +8,15 @@ parent's events up to the fork point, then its own, numbered on from there.
 :class:`~ctxline.errors.Conflict`), checks that every tool result answers an earlier
 call in the timeline (raising :class:`~ctxline.errors.PairingError`), and treats a
 batch whose client ids are all stored already, with the same content, as a retry
-that returns the stored events and writes nothing.
+that returns the stored events and writes nothing. ``append_batches`` does the same
+for several sessions and timelines in one transaction (a multi-session import).
+
+Every stored event carries a hash link (:mod:`ctxline.record.store.chain`); reads of
+the durable backends check the links of what they return and raise
+:class:`~ctxline.errors.IntegrityError` naming the seq of a row changed outside
+ctxline; ``verify_chain`` checks a whole timeline and returns what it found. An
+environment that refuses a write (read-only file or file system, full disk, locked
+database) raises :class:`StorageError`, and nothing is written.
 
     store = open_store("ctxline.db")
     store.create_session("demo")
@@ -19,37 +27,50 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Protocol, runtime_checkable
 
-from ctxline.errors import DuplicateEventId, PairingError, ValidationError
+from ctxline.errors import CtxlineError
 from ctxline.record.blobs import BlobStore
-from ctxline.record.codec import canonical_json, event_to_json
-from ctxline.record.events import (
-    AssistantMessage,
-    Event,
-    JsonValue,
-    Pending,
-    StoredEvent,
-    ToolResult,
+from ctxline.record.events import Event, JsonValue, Pending, StoredEvent
+from ctxline.record.store.chain import ChainCheck
+from ctxline.record.store.checks import (
+    MAIN,
+    as_pending,
+    call_ids,
+    check_name,
+    check_new_ids,
+    check_pairing,
+    encode_batch,
+    resolve_retry,
+    same_content,
 )
 
 __all__ = [
     "MAIN",
+    "Batch",
+    "ChainCheck",
     "Clock",
     "HealthCheck",
     "IdFactory",
     "SearchHit",
     "SessionInfo",
+    "StorageError",
     "Store",
     "TimelineInfo",
+    "as_pending",
+    "call_ids",
+    "check_name",
+    "check_new_ids",
+    "check_pairing",
+    "encode_batch",
     "new_ulid",
+    "resolve_retry",
+    "same_content",
     "utc_now",
 ]
-
-MAIN = "main"
 
 Clock = Callable[[], datetime]
 IdFactory = Callable[[], str]
@@ -120,6 +141,27 @@ class SearchHit:
     score: float
 
 
+class StorageError(CtxlineError):
+    """The environment refused the database: a read-only file or file system, a full
+    disk, a locked or unreachable database. Nothing was written; the record is as it was."""
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """One part of :meth:`Store.append_batches`: events for one timeline of one session.
+
+    ``create=True`` creates the session (with ``meta``) when it does not exist yet, in
+    the same transaction, so a refused batch leaves no empty session behind.
+    """
+
+    session: str
+    events: Sequence[Event | Pending]
+    expected_seq: int | None = None
+    timeline: str = MAIN
+    create: bool = False
+    meta: dict[str, JsonValue] | None = None
+
+
 @runtime_checkable
 class Store(Protocol):
     """Durable, append-only storage of sessions, timelines and blobs."""
@@ -152,9 +194,22 @@ class Store(Protocol):
         """Append atomically; ``expected_seq=None`` appends at the head, whatever it is."""
         ...
 
+    def append_batches(self, batches: Sequence[Batch]) -> list[list[StoredEvent]]:
+        """Append every batch in one transaction, in order: all of them or none
+        (each checked as :meth:`append` checks one); the stored events per batch."""
+        ...
+
     def read(
         self, session: str, timeline: str = MAIN, *, after_seq: int = 0, limit: int | None = None
-    ) -> list[StoredEvent]: ...
+    ) -> list[StoredEvent]:
+        """The visible events after ``after_seq`` (at most ``limit``), their hash links
+        checked (IntegrityError names the first bad seq)."""
+        ...
+
+    def verify_chain(self, session: str, timeline: str = MAIN) -> ChainCheck:
+        """Recompute every visible event's hash link and compare it with the stored one
+        (and the timeline's head link); never raises for what it finds."""
+        ...
 
     def head(self, session: str, timeline: str = MAIN) -> int: ...
 
@@ -170,111 +225,3 @@ class Store(Protocol):
     def put_token_counts(self, tokenizer: str, counts: dict[str, int]) -> None: ...
 
     def close(self) -> None: ...
-
-
-# --- checks shared by the backends --------------------------------------------------
-
-
-def as_pending(items: Iterable[Event | Pending]) -> list[Pending]:
-    return [item if isinstance(item, Pending) else Pending(item) for item in items]
-
-
-def check_new_ids(batch: Sequence[Pending]) -> None:
-    seen: set[str] = set()
-    for p in batch:
-        if p.id is not None:
-            if p.id in seen:
-                raise DuplicateEventId(p.id, "twice in one append")
-            seen.add(p.id)
-
-
-def same_content(stored: StoredEvent, pending: Pending) -> bool:
-    if canonical_json(event_to_json(stored.event)) != canonical_json(event_to_json(pending.event)):
-        return False
-    return pending.at is None or pending.at == stored.at
-
-
-def resolve_retry(
-    batch: Sequence[Pending], existing: dict[str, StoredEvent]
-) -> list[StoredEvent] | None:
-    """The stored events if ``batch`` is a retry of an acknowledged append, else None.
-
-    ``existing`` maps the batch's client ids that are already stored to their events.
-    Raises :class:`DuplicateEventId` when an id is reused for different content, or when
-    a batch mixes stored and new ids (a retry never changes its batch).
-    """
-    if not existing:
-        return None
-    for p in batch:
-        if p.id is None or p.id not in existing:
-            missing = p.id or "(no id)"
-            raise DuplicateEventId(
-                next(iter(existing)), f"batch mixes stored ids with a new event {missing}"
-            )
-        if not same_content(existing[p.id], p):
-            raise DuplicateEventId(p.id, "stored with different content")
-    return [existing[p.id] for p in batch if p.id is not None]
-
-
-def check_pairing(batch: Sequence[Pending], is_known_call: Callable[[str], bool]) -> None:
-    """Every tool result must answer a call earlier in the timeline or earlier in ``batch``."""
-    new_calls: set[str] = set()
-    for i, p in enumerate(batch):
-        ev = p.event
-        if isinstance(ev, AssistantMessage):
-            new_calls.update(c.id for c in ev.tool_calls)
-        elif (
-            isinstance(ev, ToolResult)
-            and ev.call_id not in new_calls
-            and not is_known_call(ev.call_id)
-        ):
-            raise PairingError(ev.call_id, f"event {i + 1} of the batch")
-
-
-def call_ids(event: Event) -> list[str]:
-    return [c.id for c in event.tool_calls] if isinstance(event, AssistantMessage) else []
-
-
-def check_name(what: str, value: str) -> None:
-    if not value or not value.strip() or any(ord(ch) < 32 for ch in value):
-        raise ValidationError(f"invalid {what} name {value!r}", field=what)
-    _check_utf8(what, value)
-
-
-def _check_utf8(what: str, value: str) -> None:
-    try:
-        value.encode()
-    except UnicodeEncodeError as exc:
-        bad = exc.object[exc.start : exc.end]
-        raise ValidationError(
-            f"{what} {value[:40]!r} holds a lone surrogate ({bad!r}) that UTF-8 cannot store;"
-            " clean it first (ctxline.text.clean_text)",
-            field=what,
-        ) from None
-
-
-def encode_batch(batch: Sequence[Pending]) -> list[str]:
-    """Each event's canonical JSON text, checked before anything is written.
-
-    Every backend calls this, so they all refuse the same batches with a
-    :class:`ValidationError`: text with a lone surrogate (UTF-8 cannot hold it), or a
-    value JSON cannot hold (NaN, a set, an object).
-    """
-    bodies = []
-    for i, p in enumerate(batch, start=1):
-        if p.id is not None:
-            _check_utf8("id", p.id)
-        try:
-            bodies.append(canonical_json(event_to_json(p.event)).decode())
-        except UnicodeEncodeError as exc:
-            bad = exc.object[exc.start : exc.end]
-            raise ValidationError(
-                f"event {i} of the batch ({p.event.kind}) holds a lone surrogate ({bad!r}) that"
-                " UTF-8 cannot store; clean it first (ctxline.text.clean_text)",
-                field="event",
-            ) from None
-        except (ValueError, TypeError) as exc:
-            raise ValidationError(
-                f"event {i} of the batch ({p.event.kind}) is not valid JSON: {exc}", field="event"
-            ) from None
-    return bodies

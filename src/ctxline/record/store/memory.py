@@ -1,7 +1,8 @@
 """The in-memory store: the reference backend, and the one tests reach for.
 
 It keeps the same guarantees as the durable backends (atomic batches, expected-seq
-conflicts, idempotent retries, pairing checks, fork isolation) within one process.
+conflicts, idempotent retries, pairing checks, fork isolation, the same hash links)
+within one process; ``append_batches`` undoes what it did when a later batch fails.
 
     store = MemoryStore()
     store.create_session("s")
@@ -12,28 +13,37 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from ctxline.errors import Conflict, UnknownSession, UnknownTimeline, ValidationError
 from ctxline.record.blobs import BlobStore, MemoryBlobs
+from ctxline.record.codec import format_at
 from ctxline.record.events import Event, JsonValue, Pending, StoredEvent
 from ctxline.record.store.base import (
     MAIN,
+    Batch,
+    ChainCheck,
     Clock,
     IdFactory,
     SearchHit,
     SessionInfo,
     TimelineInfo,
-    as_pending,
-    call_ids,
-    check_name,
-    check_new_ids,
-    check_pairing,
-    encode_batch,
     new_ulid,
-    resolve_retry,
     utc_now,
+)
+from ctxline.record.store.chain import GENESIS, Body, chain_link, encode_body
+from ctxline.record.store.checks import (
+    Existing,
+    call_ids,
+    check_id,
+    check_meta,
+    check_name,
+    check_pairing,
+    check_read,
+    check_seq,
+    prepare_batch,
+    resolve_retry,
 )
 from ctxline.record.store.textsearch import (
     bm25_scores,
@@ -51,8 +61,15 @@ class _Timeline:
     name: str
     parent: str | None
     fork_seq: int | None
+    start: str = GENESIS
+    """The link before this timeline's own events (its parent's at the fork point)."""
     own: list[StoredEvent] = field(default_factory=list)
+    links: list[str] = field(default_factory=list)
     calls: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def link(self) -> str:
+        return self.links[-1] if self.links else self.start
 
     @property
     def base(self) -> int:
@@ -77,6 +94,7 @@ class MemoryStore:
         self._new_id = new_id
         self._sessions: dict[str, _Session] = {}
         self._ids: dict[str, tuple[str, str, int]] = {}
+        self._digests: dict[str, str] = {}
         self._counts: dict[tuple[str, str], int] = {}
         self._blobs = MemoryBlobs()
         self._lock = threading.RLock()
@@ -93,14 +111,18 @@ class MemoryStore:
         self, session: str, *, meta: dict[str, JsonValue] | None = None, exist_ok: bool = False
     ) -> SessionInfo:
         check_name("session", session)
+        check_meta(meta)
         with self._lock:
             if session in self._sessions:
                 if exist_ok:
                     return self.session(session)
                 raise ValidationError(f"session {session!r} already exists", field="session")
-            info = SessionInfo(session, self._clock(), 0, 1, dict(meta or {}))
-            self._sessions[session] = _Session(info, {MAIN: _Timeline(MAIN, None, None)})
-            return info
+            self._create(session, meta)
+            return self.session(session)
+
+    def _create(self, session: str, meta: dict[str, JsonValue] | None) -> None:
+        info = SessionInfo(session, self._clock(), 0, 1, dict(meta or {}))
+        self._sessions[session] = _Session(info, {MAIN: _Timeline(MAIN, None, None)})
 
     def _session(self, session: str) -> _Session:
         found = self._sessions.get(session)
@@ -139,6 +161,7 @@ class MemoryStore:
 
     def fork(self, session: str, timeline: str, at_seq: int, name: str) -> TimelineInfo:
         check_name("timeline", name)
+        check_seq("at_seq", at_seq)
         with self._lock:
             parent = self._timeline(session, timeline)
             s = self._session(session)
@@ -151,7 +174,7 @@ class MemoryStore:
                     f"fork point {at_seq} is outside {timeline!r} (head {parent.head})",
                     field="at_seq",
                 )
-            child = _Timeline(name, timeline, at_seq)
+            child = _Timeline(name, timeline, at_seq, self._link_at(session, timeline, at_seq))
             s.timelines[name] = child
             return self._info(session, child)
 
@@ -176,6 +199,12 @@ class MemoryStore:
             t.calls.get(call_id, upto + 1) <= upto for t, upto in self._chain(session, timeline)
         )
 
+    def _link_at(self, session: str, timeline: str, seq: int) -> str:
+        for t, upto in self._chain(session, timeline):
+            if t.base < seq <= upto:
+                return t.links[seq - t.base - 1]
+        return GENESIS
+
     def append(
         self,
         session: str,
@@ -184,32 +213,95 @@ class MemoryStore:
         expected_seq: int | None = None,
         timeline: str = MAIN,
     ) -> list[StoredEvent]:
-        batch = as_pending(events)
-        check_new_ids(batch)
-        encode_batch(batch)  # refuse what a durable backend could not store
+        return self.append_batches([Batch(session, events, expected_seq, timeline)])[0]
+
+    def append_batches(self, batches: Sequence[Batch]) -> list[list[StoredEvent]]:
+        prepared = [
+            prepare_batch(b.session, b.timeline, b.events, b.expected_seq, b.create, b.meta)
+            for b in batches
+        ]
         with self._lock:
-            t = self._timeline(session, timeline)
-            existing: dict[str, StoredEvent] = {}
-            for p in batch:
-                if p.id is not None and p.id in self._ids:
-                    existing[p.id] = self._lookup(p.id)
-            retried = resolve_retry(batch, existing)
-            if retried is not None:
-                return retried
-            if expected_seq is not None and expected_seq != t.head:
-                raise Conflict(session, timeline, expected_seq, t.head)
-            check_pairing(batch, lambda cid: self._known_call(session, timeline, cid))
-            now = self._clock()
-            stored = [
-                StoredEvent(t.head + i + 1, p.id or self._new_id(), p.at or now, p.event)
-                for i, p in enumerate(batch)
-            ]
-            for ev in stored:
-                t.own.append(ev)
-                self._ids[ev.id] = (session, timeline, ev.seq)
-                for cid in call_ids(ev.event):
-                    t.calls.setdefault(cid, ev.seq)
-            return stored
+            undo: list[Callable[[], None]] = []
+            try:
+                return [
+                    self._append_locked(b, batch, bodies, undo)
+                    for b, (batch, bodies) in zip(batches, prepared, strict=True)
+                ]
+            except BaseException:
+                for step in reversed(undo):
+                    step()
+                raise
+
+    def _append_locked(
+        self, b: Batch, batch: list[Pending], bodies: list[Body], undo: list[Callable[[], None]]
+    ) -> list[StoredEvent]:
+        session, timeline = b.session, b.timeline
+        if b.create and session not in self._sessions:
+            self._create(session, b.meta)
+            undo.append(lambda: self._drop(session))
+        t = self._timeline(session, timeline)
+        existing = {
+            p.id: self._existing(p.id) for p in batch if p.id is not None and p.id in self._ids
+        }
+        retried = resolve_retry(batch, bodies, existing)
+        if retried is not None:
+            return retried
+        if b.expected_seq is not None and b.expected_seq != t.head:
+            raise Conflict(session, timeline, b.expected_seq, t.head)
+        check_pairing(batch, lambda cid: self._known_call(session, timeline, cid))
+        now = self._clock()
+        stored = [
+            StoredEvent(t.head + i + 1, p.id or self._new_id(), p.at or now, p.event)
+            for i, p in enumerate(batch)
+        ]
+        size = len(t.own)
+        added: list[str] = []
+        for ev, body in zip(stored, bodies, strict=True):
+            t.links.append(chain_link(t.link, ev.seq, ev.id, format_at(ev.at), body.digest))
+            t.own.append(ev)
+            self._ids[ev.id] = (session, timeline, ev.seq)
+            self._digests[ev.id] = body.digest
+            for cid in call_ids(ev.event):
+                if cid not in t.calls:
+                    t.calls[cid] = ev.seq
+                    added.append(cid)
+
+        def back() -> None:
+            for ev in t.own[size:]:
+                self._ids.pop(ev.id, None)
+                self._digests.pop(ev.id, None)
+            del t.own[size:], t.links[size:]
+            for cid in added:
+                t.calls.pop(cid, None)
+
+        undo.append(back)
+        return stored
+
+    def _drop(self, session: str) -> None:
+        self._sessions.pop(session, None)
+
+    def _existing(self, event_id: str) -> Existing:
+        ev = self._lookup(event_id)
+        return Existing(ev.seq, ev.at, self._digests[event_id])
+
+    def verify_chain(self, session: str, timeline: str = MAIN) -> ChainCheck:
+        with self._lock:
+            chain = self._chain(session, timeline)
+            prev = GENESIS
+            problems = []
+            checked = 0
+            for t, upto in chain:
+                for ev, link in zip(t.own[: upto - t.base], t.links, strict=False):
+                    prev = chain_link(
+                        prev, ev.seq, ev.id, format_at(ev.at), encode_body(ev.event).digest
+                    )
+                    checked += 1
+                    if prev != link:
+                        problems.append(
+                            f"{session}/{t.name} seq {ev.seq}: the event does not match its hash link"
+                        )
+            own = chain[-1][0]
+            return ChainCheck(session, timeline, own.head, own.link, checked, tuple(problems))
 
     def _lookup(self, event_id: str) -> StoredEvent:
         session, timeline, seq = self._ids[event_id]
@@ -219,6 +311,7 @@ class MemoryStore:
     def read(
         self, session: str, timeline: str = MAIN, *, after_seq: int = 0, limit: int | None = None
     ) -> list[StoredEvent]:
+        check_read(after_seq, limit)
         with self._lock:
             out: list[StoredEvent] = []
             for t, upto in self._chain(session, timeline):
@@ -258,6 +351,10 @@ class MemoryStore:
             }
 
     def put_token_counts(self, tokenizer: str, counts: dict[str, int]) -> None:
+        check_name("tokenizer", tokenizer)
+        for event_id, n in counts.items():
+            check_id(event_id, "event_id")
+            check_seq("count", n)
         with self._lock:
             for event_id, n in counts.items():
                 self._counts[(event_id, tokenizer)] = n

@@ -12,6 +12,13 @@ index only, the text stays in ``events``) over the normalized words of
 :mod:`ctxline.record.store.textsearch`, with FTS5's ``ascii`` tokenizer, so FTS5 splits
 exactly where ctxline did. Appends index their events in the same transaction.
 
+Version 3, ``chain``: ``chain`` holds each event's body digest and hash link
+(:mod:`ctxline.record.store.chain`), and ``timelines.link`` the link of each head; the
+migration computes both for the events already stored, parents before forks. A
+timeline with a gap, or a head that disagrees with its events, stops the migration
+(and so the open) with an :class:`~ctxline.errors.IntegrityError`: a chain is never
+computed over a damaged record.
+
     with conn:  # inside BEGIN IMMEDIATE
         apply_sqlite_migrations(conn, utc_now)
 """
@@ -26,6 +33,8 @@ from ctxline.errors import IntegrityError
 from ctxline.record.codec import format_at
 from ctxline.record.parse import event_from_json
 from ctxline.record.store.base import Clock
+from ctxline.record.store.chain import GENESIS, chain_link
+from ctxline.record.store.sqlite_events import body_digest, link_at, visible_segments
 from ctxline.record.store.textsearch import index_words
 
 __all__ = ["SQLITE_MIGRATIONS", "apply_sqlite_migrations", "index_events"]
@@ -70,6 +79,69 @@ def _search_index(conn: sqlite3.Connection) -> None:
             [(r[1], r[2], r[3], index_words(event_from_json(json.loads(r[4])))) for r in chunk],
         )
         after = chunk[-1][0]
+
+
+def _chain(conn: sqlite3.Connection) -> None:
+    conn.execute(
+        "CREATE TABLE chain (session TEXT NOT NULL, timeline TEXT NOT NULL, seq INTEGER NOT NULL,"
+        " digest TEXT NOT NULL, link TEXT NOT NULL, PRIMARY KEY (session, timeline, seq))"
+        " WITHOUT ROWID"
+    )
+    conn.execute("ALTER TABLE timelines ADD COLUMN link TEXT")
+    todo = conn.execute(
+        "SELECT session, name, parent, fork_seq, head FROM timelines ORDER BY session, name"
+    ).fetchall()
+    done: set[tuple[str, str]] = set()
+    while todo:
+        ready = [t for t in todo if t[2] is None or (t[0], t[2]) in done]
+        if not ready:
+            session, name, parent = todo[0][:3]
+            raise IntegrityError(
+                f"cannot compute the hash chain: timeline {session}/{name} forks from"
+                f" {parent!r}, which is missing or loops; run ctxline doctor"
+            )
+        for session, name, parent, fork_seq, head in ready:
+            _chain_timeline(conn, session, name, parent, fork_seq or 0, head)
+            done.add((session, name))
+        todo = [t for t in todo if (t[0], t[1]) not in done]
+
+
+def _chain_timeline(
+    conn: sqlite3.Connection, session: str, name: str, parent: str | None, base: int, head: int
+) -> None:
+    prev = GENESIS
+    if parent is not None and base:
+        segments, _ = visible_segments(conn, session, parent, True)
+        prev = link_at(conn, session, segments, base)
+    last = base
+    links: list[tuple[str, str, int, str, str]] = []
+    rows = conn.execute(
+        "SELECT seq, id, at, body FROM events WHERE session = ? AND timeline = ? ORDER BY seq",
+        (session, name),
+    )
+    for seq, eid, at, body in rows:
+        if seq != last + 1 or not isinstance(at, str):
+            raise IntegrityError(
+                f"cannot compute the hash chain: {session}/{name} seq {last + 1} is missing or"
+                " damaged; run ctxline doctor"
+            )
+        digest = body_digest(body)
+        del body
+        prev = chain_link(prev, seq, eid, at, digest)
+        links.append((session, name, seq, digest, prev))
+        last = seq
+        if len(links) >= 500:
+            conn.executemany("INSERT INTO chain VALUES (?, ?, ?, ?, ?)", links)
+            links = []
+    conn.executemany("INSERT INTO chain VALUES (?, ?, ?, ?, ?)", links)
+    if last != head:
+        raise IntegrityError(
+            f"cannot compute the hash chain: {session}/{name} has head {head} but its events end"
+            f" at seq {last}; run ctxline doctor"
+        )
+    conn.execute(
+        "UPDATE timelines SET link = ? WHERE session = ? AND name = ?", (prev, session, name)
+    )
 
 
 SQLITE_MIGRATIONS: tuple[tuple[int, str, Step], ...] = (
@@ -123,6 +195,7 @@ SQLITE_MIGRATIONS: tuple[tuple[int, str, Step], ...] = (
         """,
     ),
     (2, "search", _search_index),
+    (3, "chain", _chain),
 )
 
 

@@ -13,6 +13,11 @@ Version 2, ``search``: ``search_docs`` holds one ``tsvector`` per searchable eve
 PostgreSQL matches the same events as SQLite), with a GIN index. The migration
 back-fills it from the events already stored; appends index in their transaction.
 
+Version 3, ``chain``: ``chain`` (digest and hash link per event) and
+``timelines.link``, as in SQLite; the migration computes them for the events already
+stored, parents before forks, with the bodies hashed by the server (``sha256`` of
+their UTF-8), and refuses a timeline with a gap.
+
     with conn.transaction():
         apply_pg_migrations(conn, utc_now)
 """
@@ -29,6 +34,8 @@ from ctxline.errors import IntegrityError
 from ctxline.record.codec import format_at
 from ctxline.record.parse import event_from_json
 from ctxline.record.store.base import Clock
+from ctxline.record.store.chain import GENESIS, chain_link
+from ctxline.record.store.pg_events import link_at, visible_segments
 from ctxline.record.store.textsearch import index_words
 
 __all__ = ["MIGRATION_LOCK", "PG_MIGRATIONS", "apply_pg_migrations", "index_events"]
@@ -76,6 +83,66 @@ def _search_index(conn: psycopg.Connection[Any]) -> None:
             ],
         )
         last = (chunk[-1][0], chunk[-1][1], int(chunk[-1][2]))
+
+
+def _chain(conn: psycopg.Connection[Any]) -> None:
+    conn.execute(
+        "CREATE TABLE chain (session text NOT NULL, timeline text NOT NULL, seq bigint NOT NULL,"
+        " digest text NOT NULL, link text NOT NULL, PRIMARY KEY (session, timeline, seq))"
+    )
+    conn.execute("ALTER TABLE timelines ADD COLUMN link text")
+    todo = conn.execute(
+        "SELECT session, name, parent, fork_seq, head FROM timelines ORDER BY session, name"
+    ).fetchall()
+    done: set[tuple[str, str]] = set()
+    while todo:
+        ready = [t for t in todo if t[2] is None or (t[0], t[2]) in done]
+        if not ready:
+            raise IntegrityError(
+                f"cannot compute the hash chain: timeline {todo[0][0]}/{todo[0][1]} forks from"
+                f" {todo[0][2]!r}, which is missing or loops; run ctxline doctor"
+            )
+        for session, name, parent, fork_seq, head in ready:
+            _chain_timeline(conn, session, name, parent, int(fork_seq or 0), int(head))
+            done.add((session, name))
+        todo = [t for t in todo if (t[0], t[1]) not in done]
+
+
+def _chain_timeline(
+    conn: psycopg.Connection[Any], session: str, name: str, parent: str | None, base: int, head: int
+) -> None:
+    prev = GENESIS
+    if parent is not None and base:
+        prev = link_at(conn, session, visible_segments(conn, session, parent, True)[0], base)
+    last = base
+    while True:
+        rows = conn.execute(
+            "SELECT seq, id, at, 'sha256:' || encode(sha256(convert_to(body, 'UTF8')), 'hex')"
+            " FROM events WHERE session = %s AND timeline = %s AND seq > %s ORDER BY seq LIMIT 1000",
+            (session, name, last),
+        ).fetchall()
+        if not rows:
+            break
+        links = []
+        for seq, eid, at, digest in rows:
+            if int(seq) != last + 1:
+                raise IntegrityError(
+                    f"cannot compute the hash chain: {session}/{name} seq {last + 1} is missing;"
+                    " run ctxline doctor"
+                )
+            prev = chain_link(prev, int(seq), eid, at, digest)
+            links.append((session, name, int(seq), digest, prev))
+            last = int(seq)
+        with conn.cursor() as cur:
+            cur.executemany("INSERT INTO chain VALUES (%s, %s, %s, %s, %s)", links)
+    if last != head:
+        raise IntegrityError(
+            f"cannot compute the hash chain: {session}/{name} has head {head} but its events"
+            f" end at seq {last}; run ctxline doctor"
+        )
+    conn.execute(
+        "UPDATE timelines SET link = %s WHERE session = %s AND name = %s", (prev, session, name)
+    )
 
 
 # pg_advisory_xact_lock key: "ctxline" in ASCII, so other users of advisory locks
@@ -134,6 +201,7 @@ PG_MIGRATIONS: tuple[tuple[int, str, Step], ...] = (
         """,
     ),
     (2, "search", _search_index),
+    (3, "chain", _chain),
 )
 
 

@@ -14,7 +14,9 @@ model (``NEAR(``, ``*``, ``-``, unbalanced quotes) never reaches it and never fa
 
 What is indexed is :func:`ctxline.tokens.counters.event_text` (the text a model reads),
 except ctxline's own records (guide, tools, request log, reductions, status
-snapshots), capped at :data:`INDEX_MAX_CHARS` normalized characters per event.
+snapshots), capped at :data:`INDEX_MAX_CHARS` normalized characters of words per event:
+the words of the first few hundred KB of a huge output are searchable, the rest is
+not (its blob is still read back whole by ``read_result``).
 
     >>> words("Café: test_parse() FAILED")
     ['cafe', 'test', 'parse', 'failed']
@@ -32,9 +34,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from ctxline.errors import ValidationError
-from ctxline.record.blobs import blob_ref
 from ctxline.record.events import Event, StoredEvent, ToolResult
 from ctxline.record.store.base import SearchHit
+from ctxline.record.store.chain import digest_text
 
 __all__ = [
     "HANDLE_MIN_CHARS",
@@ -43,6 +45,7 @@ __all__ = [
     "SKIPPED_KINDS",
     "Query",
     "bm25_scores",
+    "capped_words",
     "check_limit",
     "handle_of",
     "index_text",
@@ -56,6 +59,8 @@ __all__ = [
 
 INDEX_MAX_CHARS = 200_000
 """Normalized characters indexed per event (a PostgreSQL tsvector must stay under 1 MB)."""
+SCAN_CHARS = 65_536
+"""Characters normalized and split at a time by :func:`capped_words`."""
 MAX_WORD = 100
 """Longer runs (base64, hex dumps) are not words anyone searches for; they are skipped."""
 MAX_TERMS = 32
@@ -95,20 +100,52 @@ def index_text(event: Event) -> str:
 
 
 def index_words(event: Event) -> list[str]:
-    """The words indexed for ``event``: those of :func:`index_text`, capped in size."""
-    found = words(index_text(event))
+    """The words indexed for ``event``: those of :func:`index_text`, capped in size.
+
+    The text is normalized and split a slice at a time, stopping at the cap, so a
+    200 MB tool output costs its first few hundred KB here, never a list of all its
+    words (the result is the same as splitting the whole text and cutting the list).
+    """
+    return capped_words(index_text(event))
+
+
+def capped_words(text: str, limit: int = INDEX_MAX_CHARS, piece: int = SCAN_CHARS) -> list[str]:
+    """``words(text)`` cut where the words (each with one separator) pass ``limit`` characters."""
+    if len(text) <= piece:  # the common case: one pass
+        found = words(text)
+        total = 0
+        for i, w in enumerate(found):
+            total += len(w) + 1
+            if total > limit:
+                return found[:i]
+        return found
+    found = []
     total = 0
-    for i, w in enumerate(found):
-        total += len(w) + 1
-        if total > INDEX_MAX_CHARS:
-            return found[:i]
+    carry = ""  # a word that may go on in the next slice
+    for start in range(0, len(text), piece):
+        # normalize is per character (NFKD, then marks dropped, then case folded), so
+        # normalizing slices and joining them equals normalizing the whole
+        chunk = carry + normalize(text[start : start + piece])
+        matches = list(_WORD.finditer(chunk))
+        carry = ""
+        if matches and matches[-1].end() == len(chunk) and start + piece < len(text):
+            last = matches.pop().group()
+            carry = last[: MAX_WORD + 1]  # longer than MAX_WORD stays too long to index
+        for m in matches:
+            w = m.group()
+            if len(w) > MAX_WORD:
+                continue
+            total += len(w) + 1
+            if total > limit:
+                return found
+            found.append(w)
     return found
 
 
 def handle_of(event: Event) -> str:
     """The blob handle of a tool result long enough to have been saved whole, else ''."""
     if isinstance(event, ToolResult) and len(event.content) > HANDLE_MIN_CHARS:
-        return blob_ref(event.content.encode())
+        return digest_text(event.content)  # blob_ref of its UTF-8, hashed in slices
     return ""
 
 

@@ -1,0 +1,227 @@
+"""Peak memory of appending, reading and checking one very large tool output; one JSON object.
+
+Why: an agent's tool can print hundreds of MB (a build log, a database dump). Before the
+hardening of issue 12, appending one 200 MB output took 3.3-3.6 GB of RSS (about 18x the
+payload) and ``ctxline doctor`` on that database 3.5 GB. The target: peak RSS under 3x
+the payload for each step. Each measurement runs in a fresh process, so the peak
+(``VmHWM``, the high-water mark of resident memory, which includes the interpreter and
+the payload itself) belongs to that step alone:
+
+* ``store.append``: ``SQLiteStore.append`` of a tool call and its 200 MB result, after
+  ``put_text`` saved the result as a blob (what the timeline writer does);
+* ``store.read``: reading the session back (every hash link checked);
+* ``doctor``: ``ctxline doctor`` on the database (every row parsed, every link and blob
+  re-hashed, ``PRAGMA integrity_check``);
+* ``cli.append``: ``ctxline append`` reading the same result as one JSONL line on stdin
+  (into a database of its own);
+* ``pg.append`` / ``pg.read`` with ``--pg DSN``: the same through PostgreSQL (client RSS).
+
+    .venv/bin/python benchmarks/bench_large_output.py [--sizes 50,200] [--dir DIR] [--pg DSN]
+
+The payload is ASCII log lines built in one allocation (its size in MB is the 1x of the
+ratio). A run at 50 and 200 MB takes about a minute and needs about 2 GB free on disk.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve()
+SRC = str(HERE.parents[1] / "src")
+MB = 1024 * 1024
+LINE = "2026-11-02T23:59:00Z build step {:07d}: compiling module and linking objects ok\n"
+
+
+def payload(size_mb: int) -> str:
+    """About ``size_mb`` MB of ASCII log text, made in one allocation (no list of lines)."""
+    block = "".join(LINE.format(i) for i in range(1024))
+    return block * max(1, size_mb * MB // len(block))
+
+
+def vm_hwm_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def rss_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+# --- the child side: one step, then its peak ------------------------------------------------
+
+
+def child(step: str, url: str, size_mb: int) -> dict[str, float]:
+    from ctxline.record.events import AssistantMessage, ToolCall, ToolResult
+    from ctxline.record.store import open_store, put_text
+
+    baseline = rss_mb()
+    started = time.perf_counter()
+    if step in ("store.append", "pg.append"):
+        content = payload(size_mb)
+        store = open_store(url)
+        store.create_session("big", exist_ok=True)
+        put_text(store.blobs, content)
+        call = AssistantMessage("", (ToolCall("c1", "build", {"target": "all"}),))
+        store.append("big", [call, ToolResult("c1", content, name="build")])
+        store.close()
+    elif step in ("store.read", "pg.read"):
+        store = open_store(url, read_only=True)
+        events = store.read("big")
+        assert len(events) >= 2
+        store.close()
+    elif step == "create":
+        open_store(url).create_session("big")
+    elif step == "doctor":
+        from ctxline.record.doctor import run_doctor
+
+        report = run_doctor(url)
+        assert report.healthy, report.problems
+    else:
+        raise SystemExit(f"unknown step {step}")
+    return {
+        "seconds": round(time.perf_counter() - started, 2),
+        "baseline_rss_mb": round(baseline, 1),
+        "peak_rss_mb": round(vm_hwm_mb(), 1),
+    }
+
+
+# --- the parent side -------------------------------------------------------------------------
+
+
+def run_child(step: str, url: str, size_mb: int) -> dict[str, float]:
+    out = subprocess.run(
+        [sys.executable, str(HERE), "--child", step, "--url", url, "--sizes", str(size_mb)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": SRC},
+        check=False,
+    )
+    if out.returncode != 0:
+        raise SystemExit(f"{step} failed: {out.stderr[-2000:]}")
+    result: dict[str, float] = json.loads(out.stdout.splitlines()[-1])
+    return result
+
+
+def run_cli_append(url: str, size_mb: int, folder: Path) -> dict[str, float]:
+    """``ctxline append`` of one JSONL line holding the result; the command's own VmHWM
+    (read at exit: a child's ``ru_maxrss`` would count pages shared with this process)."""
+    line = folder / "line.jsonl"
+    content = payload(size_mb)
+    with line.open("w") as fh:
+        fh.write(
+            '{"kind": "assistant.message", "text": "", "tool_calls": [{"id": "c2", "name": "build", "arguments": {}}]}\n'
+        )
+        fh.write('{"kind": "tool.result", "call_id": "c2", "name": "build", "content": ')
+        fh.write(json.dumps(content))
+        fh.write("}\n")
+    del content
+    started = time.perf_counter()
+    report = folder / "cli-peak.json"
+    code = (
+        "import atexit, json, sys\n"
+        f"sys.path.insert(0, {str(HERE.parent)!r})\n"
+        "from bench_large_output import vm_hwm_mb\n"
+        f"atexit.register(lambda: open({str(report)!r}, 'w').write(json.dumps(vm_hwm_mb())))\n"
+        "from ctxline.cli import main\n"
+        "main()\n"
+    )
+    with line.open("rb") as stdin:
+        done = subprocess.run(
+            [sys.executable, "-c", code, "append", "--session", "big", "--db", url],
+            stdin=stdin,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            env={**os.environ, "PYTHONPATH": SRC},
+            check=False,
+        )
+    if done.returncode != 0:
+        raise SystemExit(f"ctxline append failed: {done.stderr.decode()[-2000:]}")
+    line.unlink()
+    peak = float(json.loads(report.read_text()))
+    return {"seconds": round(time.perf_counter() - started, 2), "peak_rss_mb": round(peak, 1)}
+
+
+def measure(size_mb: int, folder: Path, pg: str | None) -> list[dict[str, object]]:
+    db = folder / f"large-{size_mb}.db"
+    url = str(db)
+    rows: list[dict[str, object]] = []
+    real = len(payload(size_mb)) / MB
+
+    def add(step: str, found: dict[str, float]) -> None:
+        ratio = found["peak_rss_mb"] / real
+        rows.append(
+            {
+                "step": step,
+                "payload_mb": round(real, 1),
+                **found,
+                "ratio": round(ratio, 2),
+                "under_3x": ratio < 3,
+            }
+        )
+
+    add("store.append", run_child("store.append", url, size_mb))
+    add("store.read", run_child("store.read", url, size_mb))
+    add("doctor", run_child("doctor", url, size_mb))
+    rows.append(
+        {
+            "step": "database",
+            "payload_mb": round(real, 1),
+            "file_mb": round(db.stat().st_size / MB, 1),
+        }
+    )
+    other = folder / f"cli-{size_mb}.db"
+    run_child("create", str(other), size_mb)
+    add("cli.append", run_cli_append(str(other), size_mb, folder))
+    if pg:
+        add("pg.append", run_child("pg.append", pg, size_mb))
+        add("pg.read", run_child("pg.read", pg, size_mb))
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="50,200", help="Payload sizes in MB.")
+    parser.add_argument("--dir", default=None, help="Where the databases go (a real disk).")
+    parser.add_argument("--pg", default=None, help="A PostgreSQL DSN to measure too.")
+    parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--url", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(child(args.child, args.url, int(args.sizes))))
+        return
+    sizes = [int(s) for s in args.sizes.split(",")]
+    results: list[dict[str, object]] = []
+    with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
+        for size in sizes:
+            results += measure(size, Path(tmp), args.pg)
+    measured = [r for r in results if "ratio" in r]
+    print(
+        json.dumps(
+            {
+                "benchmark": "large_output",
+                "python": platform.python_version(),
+                "target": "peak RSS < 3x the payload",
+                "all_under_3x": all(bool(r["under_3x"]) for r in measured),
+                "results": results,
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()

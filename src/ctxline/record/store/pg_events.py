@@ -1,0 +1,391 @@
+"""How the PostgreSQL store writes, reads and checks events inside one transaction.
+
+The same rules as SQLite (:mod:`ctxline.record.store.sqlite_events`): ``chain`` holds
+each event's digest and hash link, ``timelines.link`` the head's; reads check every
+returned row and raise :class:`~ctxline.errors.IntegrityError` naming the seq.
+
+Large bodies (an event holding a string over ``PIECE_CHARS``) go to the server with
+``COPY … FROM STDIN (FORMAT BINARY)``, a piece at a time: a parameter would cost the
+encoded text, psycopg's copy of it and libpq's on top of the caller's string. Text in
+binary COPY is the raw UTF-8 (the connection's encoding must be UTF-8; otherwise the
+rows go as parameters).
+
+    rows = read_events(conn, "s", "main", 0, None, chained=True)
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+
+from ctxline.errors import IntegrityError, UnknownSession, UnknownTimeline, ValidationError
+from ctxline.record.codec import format_at, parse_at
+from ctxline.record.events import StoredEvent
+from ctxline.record.store.chain import GENESIS, Body, ChainCheck, chain_link
+from ctxline.record.store.checks import Existing, call_ids
+from ctxline.record.store.sqlite_events import Segment, body_digest, parse_body
+
+__all__ = [
+    "PgTimeline",
+    "Pieces",
+    "call_key",
+    "copy_rows",
+    "existing_ids",
+    "fetch_all",
+    "insert_events",
+    "large_body",
+    "link_at",
+    "read_events",
+    "verify_segments",
+    "visible_segments",
+]
+
+Conn = psycopg.Connection[tuple[Any, ...]]
+COPY_HEADER = b"PGCOPY\n\xff\r\n\x00" + struct.pack(">ii", 0, 0)
+MAX_PROBLEMS = 20
+
+
+def call_key(call_id: str) -> str:
+    """A tool call id as stored: backslash and NUL escaped (text cannot hold NUL)."""
+    return call_id.replace("\\", "\\\\").replace("\x00", "\\0")
+
+
+@dataclass(frozen=True, slots=True)
+class PgTimeline:
+    parent: str | None
+    fork_seq: int | None
+    head: int
+    link: str | None
+
+
+def timeline_row(
+    conn: Conn, session: str, timeline: str, chained: bool, *, lock: bool = False
+) -> PgTimeline:
+    link = "link" if chained else "NULL"
+    row = conn.execute(
+        f"SELECT parent, fork_seq, head, {link} FROM timelines WHERE session = %s AND name = %s"
+        + (" FOR UPDATE" if lock else ""),
+        (session, timeline),
+    ).fetchone()
+    if row is None:
+        if conn.execute("SELECT 1 FROM sessions WHERE id = %s", (session,)).fetchone() is None:
+            raise UnknownSession(session)
+        raise UnknownTimeline(session, timeline)
+    return PgTimeline(row[0], None if row[1] is None else int(row[1]), int(row[2]), row[3])
+
+
+def visible_segments(
+    conn: Conn, session: str, timeline: str, chained: bool, *, lock: bool = False
+) -> tuple[list[Segment], PgTimeline]:
+    own = timeline_row(conn, session, timeline, chained, lock=lock)
+    segments = [Segment(timeline, own.fork_seq or 0, own.head)]
+    row, seen = own, {timeline}
+    while row.parent is not None:
+        if row.parent in seen:
+            raise IntegrityError(f"timeline {session}/{timeline}: its ancestry loops")
+        seen.add(row.parent)
+        upto, name = row.fork_seq or 0, row.parent
+        row = timeline_row(conn, session, name, chained)
+        segments.append(Segment(name, row.fork_seq or 0, upto))
+    segments.reverse()
+    return segments, own
+
+
+def link_at(conn: Conn, session: str, segments: Sequence[Segment], seq: int) -> str:
+    if seq == 0:
+        return GENESIS
+    for seg in segments:
+        if seg.base < seq <= seg.upto:
+            row = conn.execute(
+                "SELECT link FROM chain WHERE session = %s AND timeline = %s AND seq = %s",
+                (session, seg.name, seq),
+            ).fetchone()
+            if row is None:
+                raise IntegrityError(
+                    f"{session}/{seg.name} seq {seq} has no hash link; run ctxline doctor"
+                )
+            return str(row[0])
+    raise IntegrityError(
+        f"{session}: seq {seq} is outside the visible timeline; run ctxline doctor"
+    )
+
+
+def read_events(
+    conn: Conn, session: str, timeline: str, after_seq: int, limit: int | None, chained: bool
+) -> list[StoredEvent]:
+    segments, own = visible_segments(conn, session, timeline, chained)
+    out: list[StoredEvent] = []
+    last = after_seq
+    prev = link_at(conn, session, segments, min(after_seq, own.head)) if chained else ""
+    for seg in segments:
+        lo = max(seg.base, after_seq)
+        want = None if limit is None else limit - len(out)
+        if lo >= seg.upto or want == 0:
+            continue
+        join = (
+            "LEFT JOIN chain c ON c.session = e.session AND c.timeline = e.timeline AND c.seq = e.seq"
+            if chained
+            else ""
+        )
+        rows = fetch_all(
+            conn,
+            f"SELECT e.seq, e.id, e.at, {SMALL_BODY}, {'c.link' if chained else 'NULL'}"
+            f" FROM events e {join}"
+            " WHERE e.session = %s AND e.timeline = %s AND e.seq > %s AND e.seq <= %s"
+            " ORDER BY e.seq LIMIT %s",
+            (LARGE_BODY, session, seg.name, lo, seg.upto, want),
+        )
+        rows.reverse()
+        while rows:
+            seq, eid, at, body, link = rows.pop()
+            seq = int(seq)
+            if body is None:
+                body = large_body(conn, session, seg.name, seq)
+            where = f"{session}/{seg.name} seq {seq}"
+            if seq != last + 1:
+                raise IntegrityError(
+                    f"{session}/{seg.name}: seq {last + 1} is missing (the next stored event is"
+                    f" seq {seq}); run ctxline doctor"
+                )
+            if chained:
+                if link is None:
+                    raise IntegrityError(f"{where} has no hash link; run ctxline doctor")
+                if chain_link(prev, seq, eid, at, body_digest(body)) != link:
+                    raise IntegrityError(
+                        f"{where}: the stored event does not match its hash link (its body,"
+                        " seq, id or time was changed outside ctxline); run ctxline doctor"
+                    )
+                prev = link
+            box = [body]
+            del body
+            event = parse_body(box, where)
+            try:
+                when = parse_at(at)
+            except ValidationError:
+                raise IntegrityError(
+                    f"{where}: the stored time {str(at)[:40]!r} is not a time"
+                ) from None
+            out.append(StoredEvent(seq, eid, when, event))
+            last = seq
+        if limit is not None and len(out) >= limit:
+            break
+        if last < seg.upto:
+            raise IntegrityError(
+                f"{session}/{seg.name}: events {last + 1}-{seg.upto} are missing (the head is"
+                f" {seg.upto}); run ctxline doctor"
+            )
+    if chained and last == own.head and own.link is not None and prev != own.link:
+        raise IntegrityError(
+            f"{session}/{timeline}: the head link does not match the last event (seq {last});"
+            " events were removed or rewritten outside ctxline; run ctxline doctor"
+        )
+    return out
+
+
+LARGE_BODY = 8 * 1024 * 1024
+"""Bodies over this many bytes are fetched in slices (:func:`large_body`)."""
+SMALL_BODY = "CASE WHEN octet_length(e.body) > %s THEN NULL ELSE e.body END"
+SLICE_CHARS = 32 * 1024 * 1024
+
+
+def fetch_all(conn: Conn, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+    """Every row, with the cursor closed at once (its libpq result freed, not at gc)."""
+    with conn.cursor() as cur:
+        return cur.execute(sql, params).fetchall()
+
+
+def large_body(conn: Conn, session: str, timeline: str, seq: int) -> str:
+    """A body too large for one result, in slices: libpq holds a whole row (twice: its
+    read buffer and its result), so a 200 MB body fetched at once would cost 600 MB."""
+    pieces: list[str] = []
+    start = 1
+    while True:
+        (piece,) = fetch_all(
+            conn,
+            "SELECT substr(body, %s, %s) FROM events WHERE session = %s AND timeline = %s AND seq = %s",
+            (start, SLICE_CHARS, session, timeline, seq),
+        )[0]
+        if piece:
+            pieces.append(piece)
+        if not piece or len(piece) < SLICE_CHARS:
+            return "".join(pieces)
+        start += SLICE_CHARS
+
+
+def existing_ids(conn: Conn, ids: Sequence[str]) -> dict[str, Existing]:
+    if not ids:
+        return {}
+    rows = conn.execute(
+        "SELECT e.id, e.seq, e.at, c.digest FROM events e LEFT JOIN chain c"
+        " ON c.session = e.session AND c.timeline = e.timeline AND c.seq = e.seq"
+        " WHERE e.id = ANY(%s)",
+        (list(ids),),
+    ).fetchall()
+    found = {}
+    for eid, seq, at, digest in rows:
+        try:
+            when = parse_at(at)
+        except ValidationError:
+            raise IntegrityError(f"event {eid!r}: its stored time is not a time") from None
+        found[eid] = Existing(int(seq), when, digest or "")
+    return found
+
+
+@dataclass(frozen=True, slots=True)
+class Pieces:
+    """A large field for :func:`copy_rows` (bytea): its size, and its bytes in pieces."""
+
+    size: int
+    source: Callable[[], Iterator[bytes]]
+
+    def pieces(self) -> Iterator[bytes]:
+        return self.source()
+
+
+def _text(value: str) -> bytes:
+    data = value.encode()
+    return struct.pack(">i", len(data)) + data
+
+
+def copy_rows(conn: Conn, table: str, columns: str, rows: Sequence[tuple[Any, ...]]) -> None:
+    """Rows through binary COPY; a field is text (str), bigint (int), or a :class:`Body`
+    (text) or :class:`Pieces` (bytea) sent a piece at a time."""
+    with (
+        conn.cursor() as cur,
+        cur.copy(f"COPY {table} ({columns}) FROM STDIN (FORMAT BINARY)") as cp,
+    ):
+        cp.write(COPY_HEADER)
+        for row in rows:
+            head = [struct.pack(">h", len(row))]
+            for value in row:
+                if isinstance(value, Body | Pieces):
+                    cp.write(b"".join(head) + struct.pack(">i", value.size))
+                    head = []
+                    for piece in value.pieces():
+                        cp.write(piece)
+                elif isinstance(value, int):
+                    head.append(struct.pack(">iq", 8, value))
+                else:
+                    head.append(_text(value))
+            if head:
+                cp.write(b"".join(head))
+        cp.write(struct.pack(">h", -1))
+
+
+def insert_events(
+    conn: Conn,
+    session: str,
+    timeline: str,
+    prev: str,
+    stored: Sequence[StoredEvent],
+    bodies: Sequence[Body],
+) -> str:
+    """Insert events, their links and call ids; returns the new head link."""
+    links, small, big = [], [], []
+    binary = conn.info.encoding in ("utf-8", "utf8")
+    for s, body in zip(stored, bodies, strict=True):
+        at = format_at(s.at)
+        prev = chain_link(prev, s.seq, s.id, at, body.digest)
+        links.append((session, timeline, s.seq, body.digest, prev))
+        if body.data is None and binary:
+            big.append((session, timeline, s.seq, s.id, at, s.kind, body))
+        else:
+            text = body.text if body.data is not None else b"".join(body.pieces()).decode()
+            small.append((session, timeline, s.seq, s.id, at, s.kind, text))
+    with conn.cursor() as cur:
+        if small:
+            cur.executemany(
+                "INSERT INTO events(session, timeline, seq, id, at, kind, body)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                small,
+            )
+        cur.executemany(
+            "INSERT INTO chain(session, timeline, seq, digest, link) VALUES (%s, %s, %s, %s, %s)",
+            links,
+        )
+        calls = [(session, timeline, call_key(c), s.seq) for s in stored for c in call_ids(s.event)]
+        if calls:
+            cur.executemany(
+                "INSERT INTO tool_calls(session, timeline, call_id, seq) VALUES (%s, %s, %s, %s)",
+                calls,
+            )
+    if big:
+        copy_rows(conn, "events", "session, timeline, seq, id, at, kind, body", big)
+    return prev
+
+
+def verify_segments(
+    conn: Conn,
+    session: str,
+    timeline: str,
+    segments: Sequence[Segment],
+    own: PgTimeline,
+    start: str = GENESIS,
+) -> ChainCheck:
+    """The links of the events of ``segments`` recomputed from ``start`` (bodies hashed
+    by the server: ``sha256`` of their UTF-8, so no body crosses the wire)."""
+    problems: list[str] = []
+    prev = start
+    last = segments[0].base if segments else 0
+    checked = 0
+    for seg in segments:
+        lo = seg.base
+        while len(problems) <= MAX_PROBLEMS:
+            rows = conn.execute(
+                "SELECT e.seq, e.id, e.at, c.digest, c.link,"
+                " 'sha256:' || encode(sha256(convert_to(e.body, 'UTF8')), 'hex')"
+                " FROM events e LEFT JOIN chain c ON c.session = e.session"
+                " AND c.timeline = e.timeline AND c.seq = e.seq"
+                " WHERE e.session = %s AND e.timeline = %s AND e.seq > %s AND e.seq <= %s"
+                " ORDER BY e.seq LIMIT 1000",
+                (session, seg.name, lo, seg.upto),
+            ).fetchall()
+            if not rows:
+                break
+            for seq, eid, at, digest, link, have in rows:
+                seq = int(seq)
+                where = f"{session}/{seg.name} seq {seq}"
+                checked += 1
+                if seq != last + 1:
+                    problems.append(f"{session}/{seg.name}: seq {last + 1}-{seq - 1} missing")
+                if link is None:
+                    problems.append(f"{where} has no hash link")
+                elif chain_link(prev, seq, eid, at, have) != link:
+                    what = (
+                        "its body"
+                        if digest is not None and digest != have
+                        else "its seq, id or time"
+                    )
+                    problems.append(
+                        f"{where}: the stored event does not match its hash link ({what} was"
+                        " changed outside ctxline)"
+                    )
+                prev = link if isinstance(link, str) else prev
+                last = seq
+            lo = last
+        if last < seg.upto and len(problems) <= MAX_PROBLEMS:
+            problems.append(f"{session}/{seg.name}: events {last + 1}-{seg.upto} are missing")
+            last = seg.upto
+    if own.link is not None and prev != own.link:
+        problems.append(
+            f"{session}/{timeline}: the head link does not match the last event (seq {last}):"
+            " events were removed or rewritten outside ctxline"
+        )
+    return ChainCheck(session, timeline, own.head, own.link or prev, checked, tuple(problems))
+
+
+def decode_meta(session: str, text: str) -> dict[str, Any]:
+    try:
+        meta = json.loads(text)
+        if not isinstance(meta, dict):
+            raise ValueError("not an object")
+        return meta
+    except (ValueError, TypeError, RecursionError) as exc:
+        raise IntegrityError(
+            f"session {session[:80]!r}: its stored meta cannot be read ({exc}); run ctxline doctor"
+        ) from None

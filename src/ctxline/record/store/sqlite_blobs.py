@@ -1,0 +1,111 @@
+"""The SQLite store's blobs: content-addressed, written and read without whole copies.
+
+Why: an offloaded tool output can be hundreds of MB. A plain ``INSERT`` of a 200 MB
+value costs a copy for the bound parameter and another for SQLite's record on top of
+the caller's bytes, so large blobs are inserted as ``zeroblob(size)`` and written
+through SQLite's incremental blob I/O a MiB at a time; reads hash as they go.
+:meth:`SQLiteBlobs.put_text` saves a string's UTF-8 without ever encoding it whole.
+
+    ref = store.blobs.put_text(result.content)     # == blob_ref(result.content.encode())
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
+
+from ctxline.errors import BlobError, ValidationError
+from ctxline.record.blobs import blob_ref, parse_ref, verify
+from ctxline.record.store.chain import PIECE_CHARS
+from ctxline.record.store.checks import MAX_EVENT_BYTES
+
+if TYPE_CHECKING:
+    from ctxline.record.store.sqlite import SQLiteStore
+
+__all__ = ["SQLiteBlobs", "text_pieces"]
+
+
+def text_pieces(text: str) -> Callable[[], Iterator[bytes]]:
+    """A re-startable source of ``text``'s UTF-8, a slice at a time."""
+    return lambda: (text[i : i + PIECE_CHARS].encode() for i in range(0, len(text), PIECE_CHARS))
+
+
+def _measure(pieces: Callable[[], Iterator[bytes]]) -> tuple[str, int]:
+    h = hashlib.sha256()
+    size = 0
+    for piece in pieces():
+        h.update(piece)
+        size += len(piece)
+    return "sha256:" + h.hexdigest(), size
+
+
+def _check_size(size: int) -> None:
+    if size > MAX_EVENT_BYTES:
+        raise ValidationError(
+            f"a blob of {size:,} bytes is over the {MAX_EVENT_BYTES:,} bytes a store holds",
+            field="blob",
+        )
+
+
+class SQLiteBlobs:
+    def __init__(self, store: SQLiteStore) -> None:
+        self._store = store
+
+    def put(self, data: bytes) -> str:
+        ref = blob_ref(data)
+        view = memoryview(data)
+        self._put(
+            ref,
+            len(data),
+            lambda: (bytes(view[i : i + PIECE_CHARS]) for i in range(0, len(view), PIECE_CHARS)),
+        )
+        return ref
+
+    def put_text(self, text: str) -> str:
+        """Save ``text`` as UTF-8 (the same blob as ``put(text.encode())``)."""
+        pieces = text_pieces(text)
+        ref, size = _measure(pieces)
+        self._put(ref, size, pieces)
+        return ref
+
+    def _put(self, ref: str, size: int, pieces: Callable[[], Iterator[bytes]]) -> None:
+        _check_size(size)
+        with self._store._write("save a blob") as conn:
+            if conn.execute("SELECT 1 FROM blobs WHERE ref = ?", (ref,)).fetchone():
+                return
+            if size <= PIECE_CHARS:
+                conn.execute(
+                    "INSERT INTO blobs(ref, size, data) VALUES (?, ?, ?)",
+                    (ref, size, b"".join(pieces())),
+                )
+                return
+            cur = conn.execute(
+                "INSERT INTO blobs(ref, size, data) VALUES (?, ?, zeroblob(?))", (ref, size, size)
+            )
+            assert cur.lastrowid is not None
+            written = hashlib.sha256()
+            with conn.blobopen("blobs", "data", cur.lastrowid) as blob:
+                for piece in pieces():
+                    written.update(piece)
+                    blob.write(piece)
+            if "sha256:" + written.hexdigest() != ref:  # the source changed under us
+                raise BlobError(f"blob {ref}: its bytes changed while they were saved")
+
+    def get(self, ref: str) -> bytes:
+        parse_ref(ref)
+        with self._store._reading() as conn:
+            row = conn.execute(
+                "SELECT rowid, typeof(data) FROM blobs WHERE ref = ?", (ref,)
+            ).fetchone()
+            if row is None:
+                raise BlobError(f"blob {ref} is missing")
+            if row[1] != "blob":
+                raise BlobError(f"blob {ref} is corrupt: its data is not bytes")
+            with conn.blobopen("blobs", "data", row[0], readonly=True) as blob:
+                data = blob.read()
+        return verify(ref, data)
+
+    def has(self, ref: str) -> bool:
+        with self._store._reading() as conn:
+            return conn.execute("SELECT 1 FROM blobs WHERE ref = ?", (ref,)).fetchone() is not None
