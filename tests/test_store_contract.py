@@ -371,3 +371,30 @@ def test_unstorable_text_is_refused_the_same_everywhere(store: Store) -> None:
         store.create_session("bad-\ud800")
     assert store.head("s") == 1
     assert [s.id for s in store.sessions()] == ["s"]
+
+
+def test_a_fork_of_a_fork_sees_no_more_than_its_nearest_fork_point(store: Store) -> None:
+    store.create_session("f")
+    store.append("f", [UserMessage("a"), UserMessage("b"), UserMessage("c")])
+    store.fork("f", "main", 2, "f1")
+    store.append("f", [UserMessage("f1 own")], timeline="f1")
+    store.fork("f", "f1", 1, "f2")  # f2 sees main up to seq 1 only
+    store.fork("f", "f1", 0, "f3")  # f3 sees nothing of its ancestry
+    assert [e.event.text for e in store.read("f", "f2") if isinstance(e.event, UserMessage)] == ["a"]
+    assert store.read("f", "f3") == []
+    store.append("f", [UserMessage("f3 own")], timeline="f3")
+    assert [e.seq for e in store.read("f", "f3")] == [1]
+    assert store.verify_chain("f", "f2").problems == ()
+    assert store.verify_chain("f", "f3").problems == ()
+
+
+def test_a_client_id_stored_in_another_session_is_refused_not_taken_for_a_retry(
+    store: Store,
+) -> None:
+    store.create_session("one")
+    store.create_session("two")
+    store.append("one", [Pending(UserMessage("x"), id="shared-id")])
+    with pytest.raises(DuplicateEventId, match="one/main"):
+        store.append("two", [Pending(UserMessage("x"), id="shared-id")])
+    assert store.read("two") == []
+    assert len(store.read("one")) == 1

@@ -179,7 +179,7 @@ class ReadOnlyRecord:
             while name is not None:
                 row = rows[name]
                 chain.append((name, int(row[2] or 0), upto))
-                name, upto = row[1], int(row[2] or 0)
+                name, upto = row[1], min(upto, int(row[2] or 0))  # never above a nearer fork
             out: list[StoredEvent] = []
             for name, base, top in reversed(chain):
                 for r in q(

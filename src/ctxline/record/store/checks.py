@@ -147,6 +147,8 @@ class Existing:
     seq: int
     at: datetime
     digest: str
+    session: str = ""
+    timeline: str = ""
 
 
 def same_content(stored: Existing, body: Body, pending: Pending) -> bool:
@@ -154,16 +156,26 @@ def same_content(stored: Existing, body: Body, pending: Pending) -> bool:
 
 
 def resolve_retry(
-    batch: Sequence[Pending], bodies: Sequence[Body], existing: dict[str, Existing]
+    batch: Sequence[Pending],
+    bodies: Sequence[Body],
+    existing: dict[str, Existing],
+    where: tuple[str, str],
 ) -> list[StoredEvent] | None:
     """The stored events if ``batch`` is a retry of an acknowledged append, else None.
 
-    ``existing`` maps the batch's client ids that are already stored. Raises
-    :class:`DuplicateEventId` when an id is reused for different content, or when a
-    batch mixes stored and new ids (a retry never changes its batch).
+    ``existing`` maps the batch's client ids that are already stored; ``where`` is the
+    (session, timeline) appended to. Raises :class:`DuplicateEventId` when an id is reused
+    for different content, in another session or timeline (client ids are unique in a
+    store: a retry is the same append to the same place), or when a batch mixes stored
+    and new ids (a retry never changes its batch).
     """
     if not existing:
         return None
+    for eid, found in existing.items():
+        if (found.session, found.timeline) != where:
+            raise DuplicateEventId(
+                eid, f"in {found.session}/{found.timeline}; client ids are unique in a store"
+            )
     out = []
     for p, body in zip(batch, bodies, strict=True):
         if p.id is None or p.id not in existing:

@@ -189,7 +189,7 @@ class MemoryStore:
             chain.append((t, upto))
             if t.parent is None:
                 break
-            upto = t.base
+            upto = min(upto, t.base)  # never above a nearer fork point
             t = self._timeline(session, t.parent)
         chain.reverse()
         return chain
@@ -243,7 +243,7 @@ class MemoryStore:
         existing = {
             p.id: self._existing(p.id) for p in batch if p.id is not None and p.id in self._ids
         }
-        retried = resolve_retry(batch, bodies, existing)
+        retried = resolve_retry(batch, bodies, existing, (session, timeline))
         if retried is not None:
             return retried
         if b.expected_seq is not None and b.expected_seq != t.head:
@@ -282,7 +282,8 @@ class MemoryStore:
 
     def _existing(self, event_id: str) -> Existing:
         ev = self._lookup(event_id)
-        return Existing(ev.seq, ev.at, self._digests[event_id])
+        session, timeline, _ = self._ids[event_id]
+        return Existing(ev.seq, ev.at, self._digests[event_id], session, timeline)
 
     def verify_chain(self, session: str, timeline: str = MAIN) -> ChainCheck:
         with self._lock:

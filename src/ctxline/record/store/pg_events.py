@@ -85,11 +85,13 @@ def visible_segments(
     own = timeline_row(conn, session, timeline, chained, lock=lock)
     segments = [Segment(timeline, own.fork_seq or 0, own.head)]
     row, seen = own, {timeline}
+    upto_bound = own.head
     while row.parent is not None:
         if row.parent in seen:
             raise IntegrityError(f"timeline {session}/{timeline}: its ancestry loops")
         seen.add(row.parent)
-        upto, name = row.fork_seq or 0, row.parent
+        upto = min(upto_bound, row.fork_seq or 0)  # never above a nearer fork point
+        upto_bound, name = upto, row.parent
         row = timeline_row(conn, session, name, chained)
         segments.append(Segment(name, row.fork_seq or 0, upto))
     segments.reverse()
@@ -221,18 +223,18 @@ def existing_ids(conn: Conn, ids: Sequence[str]) -> dict[str, Existing]:
     if not ids:
         return {}
     rows = conn.execute(
-        "SELECT e.id, e.seq, e.at, c.digest FROM events e LEFT JOIN chain c"
+        "SELECT e.id, e.seq, e.at, c.digest, e.session, e.timeline FROM events e LEFT JOIN chain c"
         " ON c.session = e.session AND c.timeline = e.timeline AND c.seq = e.seq"
         " WHERE e.id = ANY(%s)",
         (list(ids),),
     ).fetchall()
     found = {}
-    for eid, seq, at, digest in rows:
+    for eid, seq, at, digest, sess, tl in rows:
         try:
             when = parse_at(at)
         except ValidationError:
             raise IntegrityError(f"event {eid!r}: its stored time is not a time") from None
-        found[eid] = Existing(int(seq), when, digest or "")
+        found[eid] = Existing(int(seq), when, digest or "", sess, tl)
     return found
 
 

@@ -237,9 +237,8 @@ class PostgresStore(PgSessions):
         session, timeline = b.session, b.timeline
         segments, own = visible_segments(conn, session, timeline, True)
         head = own.head
-        retried = resolve_retry(
-            batch, bodies, existing_ids(conn, [p.id for p in batch if p.id is not None])
-        )
+        found = existing_ids(conn, [p.id for p in batch if p.id is not None])
+        retried = resolve_retry(batch, bodies, found, (session, timeline))
         if retried is not None:
             return retried
         if b.expected_seq is not None and b.expected_seq != head:

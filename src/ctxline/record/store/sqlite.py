@@ -199,9 +199,8 @@ class SQLiteStore(SQLiteSessions):
             self._create_in(conn, session, b.meta)
         segments, own = visible_segments(conn, session, timeline, True)
         head = own.head
-        retried = resolve_retry(
-            batch, bodies, existing_ids(conn, [p.id for p in batch if p.id is not None])
-        )
+        found = existing_ids(conn, [p.id for p in batch if p.id is not None])
+        retried = resolve_retry(batch, bodies, found, (session, timeline))
         if retried is not None:
             return retried
         if b.expected_seq is not None and b.expected_seq != head:

@@ -100,13 +100,15 @@ def visible_segments(
     segments = [Segment(timeline, own.fork_seq or 0, own.head)]
     row = own
     seen = {timeline}
+    upto_bound = own.head
     while row.parent is not None:
         if row.parent in seen:
             raise IntegrityError(
                 f"timeline {session}/{timeline}: its ancestry loops ({row.parent})"
             )
         seen.add(row.parent)
-        upto = row.fork_seq or 0
+        upto = min(upto_bound, row.fork_seq or 0)  # never above a nearer fork point
+        upto_bound = upto
         name = row.parent
         row = timeline_row(conn, session, name, chained)
         segments.append(Segment(name, row.fork_seq or 0, upto))
@@ -249,8 +251,8 @@ def existing_ids(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, Exis
     for start in range(0, len(ids), 500):
         chunk = list(ids[start : start + 500])
         marks = ",".join("?" * len(chunk))
-        for eid, seq, at, digest in conn.execute(
-            f"SELECT e.id, e.seq, e.at, c.digest FROM events e LEFT JOIN chain c"
+        for eid, seq, at, digest, sess, tl in conn.execute(
+            f"SELECT e.id, e.seq, e.at, c.digest, e.session, e.timeline FROM events e LEFT JOIN chain c"
             " ON c.session = e.session AND c.timeline = e.timeline AND c.seq = e.seq"
             f" WHERE e.id IN ({marks})",
             chunk,
@@ -259,7 +261,7 @@ def existing_ids(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, Exis
                 when = parse_at(at)
             except ValidationError:
                 raise IntegrityError(f"event {eid!r}: its stored time is not a time") from None
-            found[eid] = Existing(seq, when, digest or "")
+            found[eid] = Existing(seq, when, digest or "", sess, tl)
     return found
 
 
