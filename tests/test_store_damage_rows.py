@@ -154,7 +154,8 @@ CASES: list[tuple[str, Damage, str, str]] = [
     (
         "link-edited",
         lambda run, _: run(
-            "UPDATE chain SET link = 'sha256:' || substr(link, 8, 63) || '0' WHERE seq = 2"
+            "UPDATE chain SET link = 'sha256:' || substr(link, 8, 63)"
+            " || CASE WHEN substr(link, 71, 1) = '0' THEN '1' ELSE '0' END WHERE seq = 2"
         ),
         "seq 2: the stored event does not match",
         "chain",
