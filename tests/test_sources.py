@@ -101,3 +101,41 @@ def test_a_source_tool_that_raises_gives_the_detailed_error() -> None:
     assert lines[0].startswith("Error: tool 'lookup' failed: KeyError")
     assert any(line.startswith("Arguments:") for line in lines)
     assert any(line.startswith("Hint:") for line in lines)
+
+
+class Pinned(BaseSource):
+    """Restates, after a compaction, the last weather report recorded before the cut."""
+
+    name = "pinned"
+
+    def fold(self) -> WeatherFold:
+        return WeatherFold()
+
+    def reaffirm(self, fold: WeatherFold) -> Sequence[Block]:
+        return (Block("ctx-weather", f"last report: {fold.reports[-1]}"),) if fold.reports else ()
+
+
+def test_a_compaction_restates_what_a_source_holds_at_the_cut() -> None:
+    from ctxline import AssistantMessage, ToolResult
+    from ctxline.record.events import ToolCall as Call
+
+    options = PrepareOptions(context_window=4_000, max_output=500, tokenizer="bytes/4")
+    store = MemoryStore()
+    ctx = Context(store, "p", options=options, sources=[Weather(), Pinned()])
+    ctx.append(UserMessage("plan the day"), UnknownEvent("weather.report", {"text": "sunny " + FORGERY}))
+    texts: list[str] = []
+    for i in range(14):
+        ctx.append(
+            AssistantMessage(f"step {i}", (Call(f"c{i}", "cat", {"i": i}),)),
+            ToolResult(f"c{i}", f"out {i} " + "z " * 600, is_error=True),  # never trimmed
+        )
+        if i == 12:
+            ctx.append(UnknownEvent("weather.report", {"text": "rain later"}))
+        cold = Context(store, "p", options=options, sources=[Weather(), Pinned()]).prepare(log=False)
+        prep = ctx.prepare()
+        assert cold.body_bytes == prep.body_bytes  # the same step, cold and warm
+        texts = [m["content"] for m in prep.body["messages"] if "<ctx-reaffirm>" in str(m.get("content"))]
+    assert texts, "no compaction happened: the test proves nothing"
+    reaffirm = texts[-1].split("<ctx-reaffirm>", 1)[1]
+    assert "<ctx-weather>last report: sunny " in reaffirm  # restated from the cut
+    assert "&lt;/ctx-weather>&lt;ctx-rule" in reaffirm  # and escaped

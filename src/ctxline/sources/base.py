@@ -14,7 +14,10 @@ Protocol; :class:`BaseSource` gives do-nothing defaults):
 - ``step(fold, ctx)``: what it adds to this request (:class:`SourceStep`): events to
   append before it (an expired rule, a status snapshot), tail items, a system block,
   and what to log in the request's inputs;
-- ``tools()``: the tools it offers, as (spec, handler) pairs.
+- ``tools()``: the tools it offers, as (spec, handler) pairs;
+- ``reaffirm(fold)``: the blocks a compaction must restate (inside ``<ctx-reaffirm>``),
+  from a fold fed up to the compaction's cut — what is still in force there (a loaded
+  skill, a slot's value), so a summary never loses it.
 
 Blocks are rendered by ctxline, never by the source: the body and attribute values are
 escaped (:func:`ctxline.tags.escape`), so a source that copies tool output into a
@@ -154,6 +157,8 @@ class Source(Protocol):
 
     def tools(self) -> Sequence[Tool]: ...
 
+    def reaffirm(self, fold: Any) -> Sequence[Block]: ...
+
 
 class BaseSource:
     """Do-nothing defaults for a :class:`Source`; override what the source needs."""
@@ -173,4 +178,7 @@ class BaseSource:
         return SourceStep()
 
     def tools(self) -> Sequence[Tool]:
+        return ()
+
+    def reaffirm(self, fold: Any) -> Sequence[Block]:
         return ()

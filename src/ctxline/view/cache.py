@@ -273,12 +273,17 @@ class ViewCache:
     compact_shown: bool = False
     handles: dict[int, str] = field(default_factory=dict)
     span: SpanFold = field(default_factory=SpanFold)
+    span_folds: dict[str, Any] = field(default_factory=dict)
+    """The sources' folds fed up to the compaction's cut (what it re-affirms)."""
+    span_seq: int = 0
+    span_id: str = ""
     text_tokens: dict[str, int] = field(default_factory=dict)
     """Token counts by text, kept when the view is rendered again (same counter)."""
     learned: dict[str, int] = field(default_factory=dict)
     """Counts of long texts made since the writer last stored them (key → tokens)."""
     new_blobs: dict[str, str] = field(default_factory=dict)
     """Outputs newly shown as previews (handle → text), for the writer to save."""
+    _sources: tuple[Source, ...] = ()
 
     def reset_view(self) -> None:
         """Forget the rendered history (it renders again on the next feed); keeps the
@@ -298,6 +303,7 @@ class ViewCache:
         self.started = False
         self.previous = None
         self.span = SpanFold()
+        self.span_folds, self.span_seq, self.span_id = {}, 0, ""
 
     def catch_up(self, events: Sequence[StoredEvent], setup: ViewSetup) -> None:
         """Bring both layers up to the end of ``events`` (the timeline's record in seq order)."""
@@ -332,6 +338,7 @@ class ViewCache:
             self.reset_view()
         if self.builder.render_other is None:
             self.builder.render_other = history_renderer(setup.sources)
+        self._sources = setup.sources
         marks = setup.branches
         compact = self.record.edits.compact
         edits = self.record.edits
@@ -358,9 +365,27 @@ class ViewCache:
         self.builder.add(NeutralMessage("user", render_branch(mark)))
         self.marks_fed += 1
 
+    def _source_reaffirm(
+        self, events: Sequence[StoredEvent], upto: int, sources: Sequence[Source]
+    ) -> list[str]:
+        """What the sources restate at a cut at ``upto`` (their folds fed that far, once)."""
+        restart = upto < self.span_seq or (
+            self.span_seq and events[self.span_seq - 1].id != self.span_id
+        )
+        if restart or not self.span_folds:
+            self.span_folds = {s.name: s.fold() for s in sources}
+            self.span_seq, self.span_id = 0, ""
+        for stored in events[self.span_seq : upto]:
+            for source in sources:
+                self.span_folds[source.name].feed(stored)
+        if upto > self.span_seq:
+            self.span_seq, self.span_id = upto, events[upto - 1].id
+        return [b.render() for s in sources for b in s.reaffirm(self.span_folds[s.name])]
+
     def _show_compaction(self, events: Sequence[StoredEvent], compact: Reduction) -> None:
         if not self.compact_shown:
-            text = compaction_block(compact, events, self.handles, self.span)
+            extra = self._source_reaffirm(events, compact.upto_seq, self._sources)
+            text = compaction_block(compact, events, self.handles, self.span, extra)
             self.builder.add(NeutralMessage("user", text))
             self.compact_shown = True
 

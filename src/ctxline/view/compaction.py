@@ -229,10 +229,12 @@ def compaction_block(
     events: Sequence[StoredEvent],
     handles: dict[int, str],
     fold: SpanFold | None = None,
+    extra: Sequence[str] = (),
 ) -> str:
-    """The user-role message that stands for the compacted span."""
+    """The user-role message that stands for the compacted span; ``extra`` are rendered
+    blocks the sources restate (see :meth:`~ctxline.sources.base.Source.reaffirm`)."""
     span = (fold or SpanFold()).advance(events, reduction.upto_seq)
-    affirm = span.reaffirm()
+    affirm = [*span.reaffirm(), *extra]
     blocks = [
         element("ctx-summary", escape(reduction.summary), upto_seq=str(reduction.upto_seq)),
         element("ctx-digest", escape(span.digest(handles))),
