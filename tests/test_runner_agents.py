@@ -45,7 +45,10 @@ def _parent(**sub: Any) -> tuple[Agent, ScriptedModel]:
                     {
                         "id": "s1",
                         "name": "spawn_agent",
-                        "arguments": {"task": "Read the telemetry and report problems.", "tools": ["dump_logs"]},
+                        "arguments": {
+                            "task": "Read the telemetry and report problems.",
+                            "tools": ["dump_logs"],
+                        },
                     }
                 ]
             },
@@ -68,7 +71,8 @@ def test_a_sub_agents_tool_output_never_enters_the_parents_record() -> None:
     assert COUNTER.count(DUMP) > 50_000
     agent, _ = _parent(result_tokens=300)
     result = agent.run("Check the telemetry.")
-    assert result.stop_reason == "final" and result.final == "No problems were found."
+    assert result.stop_reason == "final"
+    assert result.final == "No problems were found."
     parent_json = json.dumps([event_to_json(e.event) for e in agent.ctx.events])
     assert "LEAKED-" not in parent_json
     # the child did read it, in its own session, linked to the parent
@@ -93,7 +97,8 @@ def test_a_sub_agents_tool_output_never_enters_the_parents_record() -> None:
     handle = shown.rsplit('read_result(handle="', 1)[1].split('"')[0]
     assert agent.store.blobs.get(handle).decode() == ANSWER
     page = agent.ctx.call_tool(ToolCall("r", "read_result", {"handle": handle}))
-    assert page is not None and "point 1 is fine." in page.content
+    assert page is not None
+    assert "point 1 is fine." in page.content
 
 
 def test_tokens_and_cost_are_counted_per_agent_and_summed() -> None:
@@ -102,15 +107,20 @@ def test_tokens_and_cost_are_counted_per_agent_and_summed() -> None:
     child = result.agents["boss/agent-1"]
     own = result.own["own_usage"]
     child_usage = child["own_usage"]
-    assert isinstance(own, dict) and isinstance(child_usage, dict)
+    assert isinstance(own, dict)
+    assert isinstance(child_usage, dict)
     for key in ("input", "cache_read", "cache_write", "output"):
         assert result.usage[key] == own[key] + child_usage[key]
-    assert child["model_calls"] == 2 and result.own["model_calls"] == 2
-    assert child_usage["input"] > 0 and own["input"] > 0
-    assert child["turns"] == 2 and child["tool_calls"] == 1
+    assert child["model_calls"] == 2
+    assert result.own["model_calls"] == 2
+    assert child_usage["input"] > 0
+    assert own["input"] > 0
+    assert child["turns"] == 2
+    assert child["tool_calls"] == 1
     assert result.cost_usd is not None
     parent_cost = result.own["own_cost_usd"]
-    assert isinstance(parent_cost, str) and isinstance(child["own_cost_usd"], str)
+    assert isinstance(parent_cost, str)
+    assert isinstance(child["own_cost_usd"], str)
     from decimal import Decimal
 
     assert result.cost_usd == Decimal(parent_cost) + Decimal(child["own_cost_usd"])
@@ -124,7 +134,11 @@ def test_spawn_agent_checks_its_arguments_and_tool_names() -> None:
         [
             {
                 "tool_calls": [
-                    {"id": "a", "name": "spawn_agent", "arguments": {"task": "x", "tools": ["rm_rf"]}},
+                    {
+                        "id": "a",
+                        "name": "spawn_agent",
+                        "arguments": {"task": "x", "tools": ["rm_rf"]},
+                    },
                     {"id": "b", "name": "spawn_agent", "arguments": {"task": "   "}},
                     {"id": "c", "name": "spawn_agent", "arguments": {}},
                 ]
@@ -135,7 +149,8 @@ def test_spawn_agent_checks_its_arguments_and_tool_names() -> None:
     agent = Agent(model, [note], store=MemoryStore(), session="p", subagents=SubAgents())
     agent.run("go")
     got = {e.event.call_id: e.event for e in agent.ctx.events if isinstance(e.event, ToolResult)}
-    assert "unknown tools ['rm_rf']" in got["a"].content and "Nothing was started" in got["a"].content
+    assert "unknown tools ['rm_rf']" in got["a"].content
+    assert "Nothing was started" in got["a"].content
     assert "the task is empty" in got["b"].content
     assert "task: Field required" in got["c"].content
     assert [s.id for s in agent.store.sessions()] == ["p"]  # no child was created

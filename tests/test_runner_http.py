@@ -40,8 +40,21 @@ def server() -> Iterator[str]:
     port = _free_port()
     with tempfile.TemporaryFile() as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "llama_cpp.server", "--model", str(local_model_path()),
-             "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "4096", "--seed", "0"],
+            [
+                sys.executable,
+                "-m",
+                "llama_cpp.server",
+                "--model",
+                str(local_model_path()),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--n_ctx",
+                "4096",
+                "--seed",
+                "0",
+            ],
             stdout=subprocess.DEVNULL,
             stderr=log,
         )
@@ -69,12 +82,21 @@ OPTIONS = PrepareOptions(model="smollm2", context_window=4_096, max_output=48)
 
 def test_plain_text_turns_through_the_loop_over_http(server: str) -> None:
     client = OpenAIClient("smollm2", base_url=server)
-    agent = Agent(client, store=MemoryStore(), session="http", system="Answer in one short sentence.", options=OPTIONS, builtin_tools=())
+    agent = Agent(
+        client,
+        store=MemoryStore(),
+        session="http",
+        system="Answer in one short sentence.",
+        options=OPTIONS,
+        builtin_tools=(),
+    )
     first = agent.run("What is the capital of France?")
-    assert first.stop_reason == "final" and first.final.strip()
+    assert first.stop_reason == "final"
+    assert first.final.strip()
     assert "paris" in first.final.lower()
     second = agent.run("And of Italy?")
-    assert second.stop_reason == "final" and second.final.strip()
+    assert second.stop_reason == "final"
+    assert second.final.strip()
     assert second.turns == 1  # figures are per task
     usages = [e.event for e in agent.ctx.events if isinstance(e.event, ModelUsage)]
     assert len(usages) == 2
@@ -109,13 +131,25 @@ def test_tool_turns_scripted_and_the_answer_over_http(server: str) -> None:
         """The capital city of a country."""
         return {"France": "Paris", "Japan": "Tokyo"}.get(country, "unknown")
 
-    script = ScriptedModel([{"tool_calls": [{"id": "c1", "name": "capital", "arguments": {"country": "Japan"}}]}])
+    script = ScriptedModel(
+        [{"tool_calls": [{"id": "c1", "name": "capital", "arguments": {"country": "Japan"}}]}]
+    )
     model = ToolTurnsScripted(script, OpenAIClient("smollm2", base_url=server))
-    agent = Agent(model, [capital], store=MemoryStore(), session="mixed", system="Answer in one short sentence.", options=OPTIONS, builtin_tools=())
+    agent = Agent(
+        model,
+        [capital],
+        store=MemoryStore(),
+        session="mixed",
+        system="Answer in one short sentence.",
+        options=OPTIONS,
+        builtin_tools=(),
+    )
     result = agent.run("What is the capital of Japan? Use the tool.")
     assert result.error == ""
-    assert result.stop_reason == "final" and result.final.strip()
-    assert result.turns == 2 and result.tool_calls == 1
+    assert result.stop_reason == "final"
+    assert result.final.strip()
+    assert result.turns == 2
+    assert result.tool_calls == 1
     (answer,) = [e.event for e in agent.ctx.events if isinstance(e.event, ToolResult)]
     assert answer.content == "Tokyo"
     print(f"SmolLM2 over HTTP answered: {result.final!r}")

@@ -49,17 +49,22 @@ def test_a_job_finishing_during_the_run_is_one_notification_before_the_next_step
     agent = Agent(script, [build, release], store=MemoryStore(), session="jobs")
     holder.append(agent)
     result = agent.run("build everything")
-    assert result.stop_reason == "final" and result.turns == 3
+    assert result.stop_reason == "final"
+    assert result.turns == 3
     events = agent.ctx.events
-    started = next(e.event for e in events if isinstance(e.event, ToolResult) and e.event.call_id == "b")
+    started = next(
+        e.event for e in events if isinstance(e.event, ToolResult) and e.event.call_id == "b"
+    )
     assert started.content.startswith("started job-1 in the background")
     assert started.meta["runner"]["job"] == "job-1"
     notes = [e for e in events if isinstance(e.event, Notification)]
     assert len(notes) == 1
     note = notes[0].event
     assert isinstance(note, Notification)
-    assert note.source == "job/job-1" and note.meta["runner"]["ok"] is True
-    assert note.ref.startswith("sha256:") and note.ref in note.text
+    assert note.source == "job/job-1"
+    assert note.meta["runner"]["ok"] is True
+    assert note.ref.startswith("sha256:")
+    assert note.ref in note.text
     assert "\n" not in note.text  # the output's lines cannot imitate lines of the block
     # it was appended before the request of the step after the job ended (step 3)
     headers = [e for e in events if isinstance(e.event, RequestHeader)]
@@ -70,11 +75,14 @@ def test_a_job_finishing_during_the_run_is_one_notification_before_the_next_step
     assert "<ctx-jobs>\n- job-1: build\n</ctx-jobs>" in step2[-1]["content"]
     assert "<ctx-jobs>" not in step3[-1]["content"]
     shown = [m["content"] for m in step3 if str(m["content"]).startswith("<ctx-notification")]
-    assert len(shown) == 1 and shown[0].startswith('<ctx-notification source="job/job-1" ref="sha256:')
+    assert len(shown) == 1
+    assert shown[0].startswith('<ctx-notification source="job/job-1" ref="sha256:')
     # the handle reads back the whole output, page by page, without running anything
     outcome = agent.ctx.call_tool(ToolCall("rr", "read_result", {"handle": note.ref}))
-    assert outcome is not None and not outcome.is_error
-    assert "BUILD LOG" in outcome.content and "compiling module 1" in outcome.content
+    assert outcome is not None
+    assert not outcome.is_error
+    assert "BUILD LOG" in outcome.content
+    assert "compiling module 1" in outcome.content
     assert agent.store.blobs.get(note.ref).decode() == LOG
 
 

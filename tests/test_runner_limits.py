@@ -9,7 +9,7 @@ import pytest
 from ctxline import MemoryStore
 from ctxline.errors import ValidationError
 from ctxline.models.scripted import ScriptedModel
-from ctxline.record.events import AssistantMessage, Rule, ToolResult
+from ctxline.record.events import AssistantMessage, ModelUsage, Rule, ToolResult
 from ctxline.runner import (
     Agent,
     Decision,
@@ -115,9 +115,8 @@ def test_the_same_failing_call_twice_gets_the_strategy_hint() -> None:
     agent.run("open it")
     got = results(agent)
     assert "Strategy:" not in got["a"].content
-    assert got["b"].content.endswith(
-        "if nothing works, say what blocks you."
-    ) and "failed 2 times in a row" in got["b"].content
+    assert got["b"].content.endswith("if nothing works, say what blocks you.")
+    assert "failed 2 times in a row" in got["b"].content
     assert "Strategy:" not in got["c"].content  # another call: a fresh start
 
 
@@ -135,16 +134,23 @@ def test_a_denied_call_never_executes_and_the_hook_sees_structure_only() -> None
         calls(("a", "phone_call", {"number": "911"}), ("b", "phone_call", {"number": "5"})),
         {"text": "done"},
     ]
-    agent = Agent(ScriptedModel(replies), [phone.tool], store=MemoryStore(), session="d", permission=policy)
+    agent = Agent(
+        ScriptedModel(replies), [phone.tool], store=MemoryStore(), session="d", permission=policy
+    )
     agent.run("call")
     assert phone.dialled == ["5"]
     denied = results(agent)["a"]
-    assert denied.is_error and denied.meta["runner"]["refused"] == "denied"
+    assert denied.is_error
+    assert denied.meta["runner"]["refused"] == "denied"
     assert "permission denied: emergency numbers are off limits" in denied.content
     first = seen[0]
-    assert first.name == "phone_call" and first.arguments == {"number": "911"}
-    assert first.meta.max_calls == 3 and first.kinds == ("tool.result",)
-    assert first.session == "d" and first.turn == 1 and first.calls_so_far == 0
+    assert first.name == "phone_call"
+    assert first.arguments == {"number": "911"}
+    assert first.meta.max_calls == 3
+    assert first.kinds == ("tool.result",)
+    assert first.session == "d"
+    assert first.turn == 1
+    assert first.calls_so_far == 0
     assert seen[1].calls_so_far == 0  # the denied call did not count
 
 
@@ -220,7 +226,8 @@ def test_unknown_tools_and_ctxline_only_events_are_refused() -> None:
     assert got["a"].meta["runner"]["refused"] == "unknown_tool"
     assert "there is no tool named 'no_such_tool'" in got["a"].content
     assert "Use one of the tools offered: sneaky, ruler" in got["a"].content
-    assert got["b"].is_error and "may not append" in got["b"].content
+    assert got["b"].is_error
+    assert "may not append" in got["b"].content
     kinds = [e.kind for e in agent.ctx.events]
     assert kinds.count("status") == 0  # the forged snapshot was never appended
     assert kinds.count("rule") == 1
@@ -229,22 +236,41 @@ def test_unknown_tools_and_ctxline_only_events_are_refused() -> None:
 def test_turn_cap_token_and_cost_budgets_stop_the_run() -> None:
     phone = Phone()
     loop = [calls((f"c{i}", "phone_call", {"number": str(i)})) for i in range(10)]
-    capped = Agent(ScriptedModel(loop), [tool(phone.tool.fn, name="phone_call")], store=MemoryStore(), session="t", limits=Limits(max_turns=3))
+    capped = Agent(
+        ScriptedModel(loop),
+        [tool(phone.tool.fn, name="phone_call")],
+        store=MemoryStore(),
+        session="t",
+        limits=Limits(max_turns=3),
+    )
     result = capped.run("call")
     assert (result.stop_reason, result.turns) == ("max_turns", 3)
     assert len([e for e in capped.ctx.events if isinstance(e.event, AssistantMessage)]) == 3
 
-    tokens = Agent(ScriptedModel(loop), [tool(phone.tool.fn, name="phone_call")], store=MemoryStore(), session="k", limits=Limits(max_tokens=2_500))
+    tokens = Agent(
+        ScriptedModel(loop),
+        [tool(phone.tool.fn, name="phone_call")],
+        store=MemoryStore(),
+        session="k",
+        limits=Limits(max_tokens=2_500),
+    )
     result = tokens.run("call")
     assert result.stop_reason == "max_tokens"
-    last_output = [e.event for e in tokens.ctx.events if e.kind == "usage"][-1].output
+    last_output = [e.event for e in tokens.ctx.events if isinstance(e.event, ModelUsage)][-1].output
     assert result.usage["input"] + result.usage["output"] - last_output <= 2_500
 
     priced = ScriptedModel(loop, name="openai:gpt-4.1")
-    spend = Agent(priced, [tool(phone.tool.fn, name="phone_call")], store=MemoryStore(), session="m", limits=Limits(max_cost=0.004))
+    spend = Agent(
+        priced,
+        [tool(phone.tool.fn, name="phone_call")],
+        store=MemoryStore(),
+        session="m",
+        limits=Limits(max_cost=0.004),
+    )
     result = spend.run("call")
     assert result.stop_reason == "max_cost"
-    assert result.cost_usd is not None and result.cost_usd >= 0.004
+    assert result.cost_usd is not None
+    assert result.cost_usd >= 0.004
     assert result.cost_usd < 0.004 + 0.003  # stopped after the call that passed it
     with pytest.raises(ValidationError, match="has no price"):
         Agent(ScriptedModel(loop), store=MemoryStore(), limits=Limits(max_cost=1))

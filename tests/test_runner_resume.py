@@ -23,7 +23,7 @@ from ctxline.record.events import AssistantMessage, Notification, ToolCall, Tool
 from ctxline.render.neutral import INTERRUPTED, history_to_messages
 from ctxline.runner import Agent, CallContext, Limits, tool
 
-SCRIPT = [
+SCRIPT: list[dict[str, Any]] = [
     {"tool_calls": [{"id": "c1", "name": "work", "arguments": {"ms": 0}}]},
     {"tool_calls": [{"id": "c2", "name": "work", "arguments": {"ms": 0}}]},
     {  # a batch: c3 ends at once, c4 is still running when the process is killed
@@ -114,24 +114,32 @@ def test_kill_9_mid_batch_then_resume(tmp_path: Path) -> None:
     assert before == ["c1", "c2", "c3", "c4"] or before == ["c1", "c2", "c4", "c3"]
 
     store = open_store(str(db))
-    agent = Agent(ScriptedModel.from_file(script), [_counter_tool(counter)], store=store, session="job")
+    agent = Agent(
+        ScriptedModel.from_file(script), [_counter_tool(counter)], store=store, session="job"
+    )
     assert agent.unfinished
     result = agent.resume()
-    assert result.stop_reason == "final" and result.final == "all done"
+    assert result.stop_reason == "final"
+    assert result.final == "all done"
     assert result.resumed
     # every call ran exactly once: c1-c3 had results and were not run again; c4 was
     # interrupted (it may have run) and is not run behind the model's back; c5 is new
     assert sorted(counter.read_text().split()) == ["c1", "c2", "c3", "c4", "c5"]
     events = [e.event for e in store.read("job")]
     answers = _pairs(events)
-    assert {k: len(v) for k, v in answers.items()} == dict.fromkeys(["c1", "c2", "c3", "c4", "c5"], 1)
+    assert {k: len(v) for k, v in answers.items()} == dict.fromkeys(
+        ["c1", "c2", "c3", "c4", "c5"], 1
+    )
     (c4,) = answers["c4"]
-    assert c4.is_error and c4.content == INTERRUPTED and c4.meta["runner"]["interrupted"]
+    assert c4.is_error
+    assert c4.content == INTERRUPTED
+    assert c4.meta["runner"]["interrupted"]
     assert [r.content for r in answers["c3"]] == ["worked c3"]
     # the view pairs every call without any repair
     _, report = history_to_messages(events)
     assert report.clean
-    assert result.turns == 5 and result.tool_calls == 5
+    assert result.turns == 5
+    assert result.tool_calls == 5
     store.close()
 
 
@@ -139,13 +147,20 @@ def test_a_run_stopped_by_the_turn_cap_resumes_with_a_higher_cap(tmp_path: Path)
     counter = tmp_path / "counter"
     store = MemoryStore()
     work = _counter_tool(counter)
-    first = Agent(ScriptedModel(SCRIPT), [work], store=store, session="cap", limits=Limits(max_turns=2))
+    first = Agent(
+        ScriptedModel(SCRIPT), [work], store=store, session="cap", limits=Limits(max_turns=2)
+    )
     assert first.run("work").stop_reason == "max_turns"
-    again = Agent(ScriptedModel(SCRIPT), [work], store=store, session="cap", limits=Limits(max_turns=2))
+    again = Agent(
+        ScriptedModel(SCRIPT), [work], store=store, session="cap", limits=Limits(max_turns=2)
+    )
     assert again.resume().stop_reason == "max_turns"  # the task's turns are counted from the record
-    more = Agent(ScriptedModel(SCRIPT), [work], store=store, session="cap", limits=Limits(max_turns=10))
+    more = Agent(
+        ScriptedModel(SCRIPT), [work], store=store, session="cap", limits=Limits(max_turns=10)
+    )
     result = more.resume()
-    assert result.stop_reason == "final" and result.turns == 5
+    assert result.stop_reason == "final"
+    assert result.turns == 5
     assert counter.read_text().split() == ["c1", "c2", "c3", "c4", "c5"]
     assert sum(isinstance(e.event, UserMessage) for e in store.read("cap")) == 1
 
@@ -160,7 +175,11 @@ def test_a_job_running_when_the_runner_died_is_notified_once_on_resume() -> None
         UserMessage("build it"),
         AssistantMessage("", (ToolCall("b1", "build", {}),)),
     )
-    ctx.append(ToolResult("b1", "started job-1 in the background", "build", meta={"runner": {"job": "job-1"}}))
+    ctx.append(
+        ToolResult(
+            "b1", "started job-1 in the background", "build", meta={"runner": {"job": "job-1"}}
+        )
+    )
 
     @tool(background=True)
     def build() -> str:
@@ -171,7 +190,10 @@ def test_a_job_running_when_the_runner_died_is_notified_once_on_resume() -> None
     agent.resume()
     notes = [e.event for e in store.read("j") if isinstance(e.event, Notification)]
     assert len(notes) == 1
-    assert notes[0].source == "job/job-1" and "output is lost" in notes[0].text
+    assert notes[0].source == "job/job-1"
+    assert "output is lost" in notes[0].text
     assert notes[0].meta["runner"]["interrupted"] is True
-    Agent(ScriptedModel([{"text": "x"}, {"text": "ok"}]), [build], store=store, session="j").resume()
+    Agent(
+        ScriptedModel([{"text": "x"}, {"text": "ok"}]), [build], store=store, session="j"
+    ).resume()
     assert sum(isinstance(e.event, Notification) for e in store.read("j")) == 1

@@ -116,7 +116,8 @@ def test_validation_coerces_and_names_every_problem() -> None:
     assert "- address.city: Field required" in layers[0]
     assert "- precision: Input should be 'city' or 'street'" in layers[0]
     assert "- extra: Extra inputs are not permitted" in layers[0]
-    assert layers[1].startswith("Arguments:\n") and '"precision": "exact"' in layers[1]
+    assert layers[1].startswith("Arguments:\n")
+    assert '"precision": "exact"' in layers[1]
     assert layers[-1].startswith("Hint: The call was not run.")
     assert 'address: object, precision?: one of "city"/"street"' in layers[-1]
     assert "Traceback" not in text  # nothing ran
@@ -187,7 +188,7 @@ def test_sync_async_exceptions_and_the_call_context_in_a_run() -> None:
 
     def explode(path: str) -> str:
         """Open a file."""
-        with open(path) as f:  # noqa: PTH123  # the real FileNotFoundError
+        with open(path) as f:  # the real FileNotFoundError
             return f.read()
 
     async def slow_add(a: int, b: int, ctx: CallContext) -> int:
@@ -218,13 +219,17 @@ def test_sync_async_exceptions_and_the_call_context_in_a_run() -> None:
     layers = error.content.split("\n\n")
     assert layers[0].startswith("Error: tool 'explode' failed: FileNotFoundError")
     assert layers[1] == 'Arguments:\n{\n  "path": "/no/such/file"\n}'
-    assert layers[2].startswith("Traceback:") and "explode" in layers[2]
+    assert layers[2].startswith("Traceback:")
+    assert "explode" in layers[2]
     assert layers[3].startswith("Hint: The path '/no/such/file' does not exist.")
-    assert by_id["c2"].content == "5" and not by_id["c2"].is_error
-    assert by_id["c3"].is_error and "must be a JSON object, got str" in by_id["c3"].content
+    assert by_id["c2"].content == "5"
+    assert not by_id["c2"].is_error
+    assert by_id["c3"].is_error
+    assert "must be a JSON object, got str" in by_id["c3"].content
     (ctx,) = seen
     assert ctx.call == ToolCall("c2", "slow_add", {"a": 2, "b": "3"})
-    assert ctx.session == "t" and ctx.extra == {"db": "handle"}
+    assert ctx.session == "t"
+    assert ctx.extra == {"db": "handle"}
     assert ctx.blobs is agent.store.blobs
     # the function's schema left the injected parameter out
     assert "ctx" not in function_tool(slow_add).spec.parameters["properties"]
@@ -236,7 +241,11 @@ def test_a_tool_that_is_not_trimmable_says_so_in_the_record() -> None:
         [
             {
                 "tool_calls": [
-                    {"id": "g", "name": "geocode", "arguments": {"address": {"street": "a", "city": "b"}}}
+                    {
+                        "id": "g",
+                        "name": "geocode",
+                        "arguments": {"address": {"street": "a", "city": "b"}},
+                    }
                 ]
             },
             {"text": "ok"},

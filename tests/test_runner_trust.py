@@ -53,7 +53,8 @@ def _own_tags(agent: Agent, body: dict[str, Any]) -> None:
         tags = TAG_PATTERN.findall(content)
         if content.startswith("<ctx-"):  # a block ctxline rendered: its own open and close
             tag = tags[0]
-            assert tags.count(tag) == 1 and tags.count("</" + tag[1:]) == 1, content[:200]
+            assert tags.count(tag) == 1, content[:200]
+            assert tags.count("</" + tag[1:]) == 1, content[:200]
             assert len(tags) == 2, content[:300]
         else:
             assert tags == [], content[:300]
@@ -94,8 +95,10 @@ def test_forged_tags_lines_and_kinds_from_tools_jobs_and_sub_agents_stay_inert()
     result = agent.run(FORGERY)
     assert result.stop_reason == "final"
     kinds = [e.kind for e in agent.ctx.events]
-    assert "rule" not in kinds and "state" not in kinds and "status" not in kinds
-    events = [e for e in agent.ctx.events]
+    assert "rule" not in kinds
+    assert "state" not in kinds
+    assert "status" not in kinds
+    events = list(agent.ctx.events)
     assert valid_rules(events) == {}
     assert current_state(events) == {}
     body = agent.ctx.prepare(log=False).body
@@ -105,8 +108,14 @@ def test_forged_tags_lines_and_kinds_from_tools_jobs_and_sub_agents_stay_inert()
     assert "- phone_call invoked 2 times (2/3 max)\n" in status  # the child's call is its own
     assert "0/3 max" not in status
     lines = status.splitlines()
-    assert lines[0] == "<ctx-status>" and lines[-1] == "</ctx-status>"
+    assert lines[0] == "<ctx-status>"
+    assert lines[-1] == "</ctx-status>"
     assert all(line.startswith("- ") or line.endswith(":") for line in lines[1:-1]), lines
     assert not any(isinstance(e.event, Rule | State | StatusSnapshot) for e in events)
-    notes = [m["content"] for m in body["messages"] if str(m.get("content")).startswith("<ctx-notification")]
-    assert len(notes) == 1 and "\n" not in notes[0]
+    notes = [
+        m["content"]
+        for m in body["messages"]
+        if str(m.get("content")).startswith("<ctx-notification")
+    ]
+    assert len(notes) == 1
+    assert "\n" not in notes[0]

@@ -238,7 +238,7 @@ def _show(step: StepResult, agent: Agent, name: str, console: Console, seconds: 
     )
     estimate = event.estimated_input if event is not None else None
     console.print(
-        f"[dim]step {event.step if event else '?'}: input {usage['input']} tokens (ctxline "
+        f"[dim]step {event.request_step if event else '?'}: input {usage['input']} tokens (ctxline "
         f"estimated {estimate}), cache read {usage['cache_read']}, output "
         f"{usage['output']}, {seconds:.1f} s[/dim]"
     )

@@ -170,8 +170,8 @@ def _body(event: Event) -> dict[str, JsonValue]:
                 out[name] = getattr(event, name)
             if event.estimated_input is not None:
                 out["estimated_input"] = event.estimated_input
-            if event.step is not None:
-                out["step"] = event.step
+            if event.request_step is not None:
+                out["request_step"] = event.request_step
             return out
         case UnknownEvent():
             return dict(event.data)

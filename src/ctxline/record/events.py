@@ -308,7 +308,7 @@ class ModelUsage:
     output: int = 0
     latency_ms: int = 0
     estimated_input: int | None = None
-    step: int | None = None
+    request_step: int | None = None
     """The logged request step the call was sent from (None when it was not logged)."""
     meta: dict[str, JsonValue] = field(default_factory=dict)
 

@@ -231,7 +231,7 @@ def _usage(r: _Reader) -> ModelUsage:
         r.text("model"),
         **counts,
         estimated_input=maybe("estimated_input"),
-        step=maybe("step"),
+        request_step=maybe("request_step"),
         meta=r.meta(),
     )
 

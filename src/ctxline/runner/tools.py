@@ -208,7 +208,9 @@ def function_tool(
 ) -> FunctionTool:
     """``fn`` as a :class:`FunctionTool` (see the module docstring); names what is wrong."""
     if isinstance(fn, FunctionTool):
-        return fn
+        if name is None and description is None and meta is None:
+            return fn
+        fn = fn.fn
     if not callable(fn):
         raise ValidationError(f"a tool must be a function, got {fn!r}", field="tools")
     tool_name = str(name or getattr(fn, "__name__", ""))
@@ -255,7 +257,20 @@ def function_tool(
 
 
 @overload
-def tool(fn: Callable[..., Any], /) -> FunctionTool: ...
+def tool(
+    fn: Callable[..., Any],
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    tags: tuple[str, ...] | list[str] = (),
+    group: str = "",
+    max_calls: int | None = None,
+    timeout: float | None = None,
+    trimmable: bool = True,
+    requires_approval: bool = False,
+    background: bool = False,
+) -> FunctionTool: ...
 
 
 @overload
@@ -287,7 +302,8 @@ def tool(
     requires_approval: bool = False,
     background: bool = False,
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
-    """Decorate a function as a tool, with or without metadata (``@tool`` or ``@tool(...)``)."""
+    """Decorate a function as a tool, with or without metadata (``@tool`` or ``@tool(...)``);
+    ``tool(fn, name=…)`` makes a tool of an existing function."""
     meta = ToolMeta(
         tuple(tags), group, max_calls, timeout, trimmable, requires_approval, background
     )
