@@ -220,7 +220,11 @@ def run_cmd(
             f"[dim]{'resuming' if resuming else 'session'} {escape(agent.session)} with {escape(client.name)} (db {escape(db)})[/dim]"
         )
         while True:
-            step = agent.step()
+            if err.is_terminal:  # a live line while the step runs (model call, tools)
+                with err.status(f"step {agent.ledger.turns + 1}: working…"):
+                    step = agent.step()
+            else:
+                step = agent.step()
             if step.reply is not None or step.results:
                 err.print(_line(step, agent))
             if step.done:

@@ -59,7 +59,7 @@ def _plan(agent: Agent, call: ToolCall, allowed: dict[str, int]) -> Planned:
         planned = Planned(call, "spawn", agent.subagents.meta)
     else:
         names = ", ".join([*agent.registry.names, *sorted(agent.builtin_names)])
-        reason = f"there is no tool named {call.name!r}"
+        reason = f"there is no tool named {call.name!r}: it is not available"
         hint = f"Use one of the tools offered: {names}." if names else "No tools are offered."
         return Planned(call, "unknown", BUILTIN_META, refusal=Refusal("unknown_tool", reason, hint))
     refusal = check_call(
