@@ -25,6 +25,7 @@ from ctxline.cli.mcp import mcp_cmd
 from ctxline.cli.models import chat_cmd, eval_cmd
 from ctxline.cli.prepare import prepare_cmd, request_cmd, requests_cmd
 from ctxline.cli.replay import replay_cmd
+from ctxline.cli.run import run_cmd
 from ctxline.cli.serve import serve_cmd
 from ctxline.cli.tools import blob_cmd
 from ctxline.errors import (
@@ -263,6 +264,7 @@ main.add_command(search_cmd)
 main.add_command(doctor_cmd)
 main.add_command(eval_cmd)
 main.add_command(chat_cmd)
+main.add_command(run_cmd)
 main.add_command(mcp_cmd)
 main.add_command(serve_cmd)
 

@@ -21,18 +21,13 @@ from rich.markup import escape
 from rich.table import Table
 
 from ctxline.cli.common import one_line_errors
-from ctxline.context import BUILTIN_TOOLS, Context
+from ctxline.context import BUILTIN_TOOLS
 from ctxline.eval import FAMILIES, VIEWS, EvalConfig, run_eval
 from ctxline.eval.report import html_report
-from ctxline.models import ModelClient, make_client, usage_event, usage_record
-from ctxline.record.events import (
-    AssistantMessage,
-    JsonValue,
-    SystemMessage,
-    ToolResult,
-    UserMessage,
-)
+from ctxline.models import make_client
+from ctxline.record.events import JsonValue, ModelUsage
 from ctxline.record.store import open_store
+from ctxline.runner import Agent, Limits, StepResult
 from ctxline.view.options import PrepareOptions
 
 __all__ = ["chat_cmd", "eval_cmd"]
@@ -171,10 +166,11 @@ def eval_cmd(
 def chat_cmd(
     model: str, base_url: str | None, db: str, session: str, persona: str, max_output: int
 ) -> None:
-    """Chat with a model through ctxline: every line is appended, prepared, answered.
+    """Chat with a model through ctxline: every line is a task on the agent loop.
 
     Reads lines from stdin until end of input or /exit. Calls to ctxline's built-in tools
-    (read_result, search_history) are run and answered; other tool calls get an error.
+    (read_result, search_history, todo) are run and answered; other tool calls get an
+    error. Each line gets at most MAX_TOOL_ROUNDS model calls.
     """
     with one_line_errors():
         client = make_client(model, base_url=base_url)
@@ -185,9 +181,16 @@ def chat_cmd(
         store = open_store(db)
         # a local model has no tool calling: offer it no tools (it would never see them)
         builtin = () if client.name.startswith("local:") else BUILTIN_TOOLS
-        ctx = Context(store, session, options=options, builtin_tools=builtin)
-        if not ctx.events:
-            ctx.append(SystemMessage(persona))
+        agent = Agent(
+            client,
+            store=store,
+            session=session,
+            system=persona,
+            options=options,
+            limits=Limits(max_turns=MAX_TOOL_ROUNDS),
+            builtin_tools=builtin,
+            name="chat",
+        )
         console = Console()
         console.print(
             f"[bold]ctxline chat[/bold] with {escape(client.name)} — /exit or end of input to stop"
@@ -204,10 +207,16 @@ def chat_cmd(
                 continue
             if not interactive:
                 console.print(f"[bold cyan]you>[/bold cyan] {escape(text)}")
-            ctx.append(UserMessage(text))
-            for _ in range(MAX_TOOL_ROUNDS):
-                if not _step(ctx, client, name, console):
+            agent.start(text)
+            while True:
+                started = time.perf_counter()
+                step = agent.step()
+                _show(step, agent, name, console, time.perf_counter() - started)
+                if step.done:
                     break
+            if agent.result().stop_reason == "model_error":
+                console.print(f"[red]{escape(agent.result().error)}[/red]")
+        agent.close()
         store.close()
 
 
@@ -216,30 +225,24 @@ MAX_TOOL_ROUNDS = 4
 answered, up to this many rounds."""
 
 
-def _step(ctx: Context, client: ModelClient, name: str, console: Console) -> bool:
-    """One model call; True when it called built-in tools and wants another round."""
-    prep = ctx.prepare()
-    started = time.perf_counter()
-    reply = client.complete(prep.body, provider=client.provider)
-    seconds = time.perf_counter() - started
-    ctx.append(AssistantMessage(reply.text, reply.tool_calls))
-    record = usage_record(reply, prep, model=client.name)
-    ctx.append(usage_event(record))
+def _show(step: StepResult, agent: Agent, name: str, console: Console, seconds: float) -> None:
+    """One step on the terminal: the reply, its usage beside ctxline's estimate, the calls."""
+    reply = step.reply
+    if reply is None:
+        return
     if reply.text.strip():
         console.print(f"[bold green]{escape(name)}>[/bold green] {escape(reply.text.strip())}")
     usage = reply.usage
+    event = next(
+        (e.event for e in reversed(agent.ctx.events) if isinstance(e.event, ModelUsage)), None
+    )
+    estimate = event.estimated_input if event is not None else None
     console.print(
-        f"[dim]step {prep.header.step}: input {usage['input']} tokens (ctxline estimated "
-        f"{record['estimated_input']}), cache read {usage['cache_read']}, output "
+        f"[dim]step {event.request_step if event else '?'}: input {usage['input']} tokens (ctxline "
+        f"estimated {estimate}), cache read {usage['cache_read']}, output "
         f"{usage['output']}, {seconds:.1f} s[/dim]"
     )
-    results = []
-    for call in reply.tool_calls:
-        result = ctx.run_builtin(call) or ToolResult(
-            call.id, f"{call.name} is not available in ctxline chat", call.name, is_error=True
+    for result in step.results:
+        console.print(
+            f"[dim]tool {escape(result.name)} → {len(result.content)} characters[/dim]"
         )
-        console.print(f"[dim]tool {escape(call.name)} → {len(result.content)} characters[/dim]")
-        results.append(result)
-    if results:
-        ctx.append(*results)
-    return bool(results)

@@ -1,7 +1,8 @@
 """Model clients: OpenAI-compatible, Anthropic and an embedded local model, behind one protocol.
 
 A model is named ``kind:name`` — ``openai:gpt-4.1-mini``, ``anthropic:claude-sonnet-4-5``,
-``local:smollm2``. :func:`make_client` builds the client (each SDK is optional: a
+``local:smollm2``, or ``script:FILE.jsonl`` (a :class:`~ctxline.models.scripted.ScriptedModel`
+playing a file of replies, for tests). :func:`make_client` builds the client (each SDK is optional: a
 missing one raises :class:`MissingExtra` naming the extra to install), and
 ``client.provider`` says which body ``prepare`` must render for it.
 
@@ -48,7 +49,7 @@ __all__ = [
     "usage_record",
 ]
 
-KINDS = ("openai", "anthropic", "local")
+KINDS = ("openai", "anthropic", "local", "script")
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +96,11 @@ def make_client(
         # the SDK takes no sampling parameters any more: the model's defaults apply
         return AnthropicClient(spec.name, base_url=base_url)
     if base_url is not None:
-        raise ValidationError("a local model takes no --base-url", field="base_url")
+        raise ValidationError(f"a {spec.kind} model takes no --base-url", field="base_url")
+    if spec.kind == "script":
+        from ctxline.models.scripted import ScriptedModel
+
+        return ScriptedModel.from_file(spec.name)
     from ctxline.models.local import LocalClient
 
     return LocalClient(spec.name, seed=seed, temperature=temperature)

@@ -5,7 +5,9 @@ with the client's model name and sampling settings. ``base_url`` points it at an
 OpenAI-compatible server — vLLM, Ollama, llama.cpp's ``llama_cpp.server``, or OpenAI
 itself; the key comes from ``$OPENAI_API_KEY`` (a local server without one gets a
 placeholder). Such servers take ``max_tokens`` rather than ``max_completion_tokens``,
-so with a ``base_url`` the field is renamed unless told otherwise.
+so with a ``base_url`` the field is renamed unless told otherwise; and some (llama.cpp's
+server) refuse an assistant message with tool calls whose ``content`` is null, so with
+a ``base_url`` such a content is sent as "".
 
     client = OpenAIClient("gpt-4.1-mini")
     reply = client.complete(prep.body, provider="openai")
@@ -96,6 +98,13 @@ class OpenAIClient:
         if self.seed is not None:
             params.setdefault("seed", self.seed)
         params.pop("stream", None)
+        if self.base_url is not None and isinstance(params.get("messages"), list):
+            params["messages"] = [
+                {**m, "content": ""}
+                if isinstance(m, dict) and m.get("role") == "assistant" and m.get("content") is None
+                else m
+                for m in params["messages"]
+            ]
         return params
 
     def complete(self, body: Mapping[str, Any], *, provider: Provider = "openai") -> ModelReply:

@@ -24,6 +24,7 @@ from ctxline.record.events import (
     Event,
     Guide,
     JsonValue,
+    ModelUsage,
     Notification,
     Reduction,
     RequestHeader,
@@ -162,6 +163,15 @@ def _body(event: Event) -> dict[str, JsonValue]:
                 out["trigger"] = event.trigger
             if event.pre_tokens is not None:
                 out["pre_tokens"] = event.pre_tokens
+            return out
+        case ModelUsage():
+            out = {"model": event.model}
+            for name in ("input", "cache_read", "cache_write", "output", "latency_ms"):
+                out[name] = getattr(event, name)
+            if event.estimated_input is not None:
+                out["estimated_input"] = event.estimated_input
+            if event.request_step is not None:
+                out["request_step"] = event.request_step
             return out
         case UnknownEvent():
             return dict(event.data)

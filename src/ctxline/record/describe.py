@@ -19,6 +19,7 @@ from ctxline.record.events import (
     Compaction,
     Event,
     Guide,
+    ModelUsage,
     Notification,
     Reduction,
     RequestHeader,
@@ -94,6 +95,11 @@ def describe(event: Event, width: int = 100) -> str:
             return f"{event.action} {what}, saved {event.saved_tokens:,} tokens"
         case StatusSnapshot():
             return "status: " + _clip(event.text, width)
+        case ModelUsage():
+            return (
+                f"{event.model}: input {event.input:,} (cache read {event.cache_read:,}, write "
+                f"{event.cache_write:,}), output {event.output:,}, {event.latency_ms:,} ms"
+            )
         case UnknownEvent():
             return _clip(canonical_json(event.data).decode(), width)
         case _:

@@ -31,6 +31,7 @@ __all__ = [
     "EventKind",
     "Guide",
     "JsonValue",
+    "ModelUsage",
     "Notification",
     "Pending",
     "Reduction",
@@ -79,6 +80,7 @@ EventKind = Literal[
     "request",
     "reduction",
     "status",
+    "usage",
 ]
 
 
@@ -290,6 +292,28 @@ class Reduction:
 
 
 @dataclass(frozen=True, slots=True)
+class ModelUsage:
+    """What one model call used, as the provider reported it, beside ctxline's own count.
+
+    ``input`` counts every input token the provider processed (cached ones included);
+    ``estimated_input`` is ctxline's count of the request it prepared (the report's
+    ``tokens.total``), kept so the estimator can be calibrated. No view shows it.
+    """
+
+    kind: ClassVar[Literal["usage"]] = "usage"
+    model: str
+    input: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+    output: int = 0
+    latency_ms: int = 0
+    estimated_input: int | None = None
+    request_step: int | None = None
+    """The logged request step the call was sent from (None when it was not logged)."""
+    meta: dict[str, JsonValue] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
 class UnknownEvent:
     """A kind this version does not know: kept whole, rendered as opaque."""
 
@@ -312,6 +336,7 @@ Event: TypeAlias = (
     | RequestHeader
     | Reduction
     | StatusSnapshot
+    | ModelUsage
     | UnknownEvent
 )
 

@@ -24,6 +24,7 @@ from ctxline.record.events import (
     Event,
     Guide,
     JsonValue,
+    ModelUsage,
     Notification,
     Pending,
     Reduction,
@@ -218,6 +219,23 @@ def _reduction(r: _Reader) -> Reduction:
     )
 
 
+def _usage(r: _Reader) -> ModelUsage:
+    def maybe(name: str) -> int | None:
+        return _int(r, name) if r.obj.get(name) is not None else None
+
+    counts = {
+        name: _int(r, name) if name in r.obj else 0
+        for name in ("input", "cache_read", "cache_write", "output", "latency_ms")
+    }
+    return ModelUsage(
+        r.text("model"),
+        **counts,
+        estimated_input=maybe("estimated_input"),
+        request_step=maybe("request_step"),
+        meta=r.meta(),
+    )
+
+
 _PARSERS: dict[str, Callable[[_Reader], Event]] = {
     "system.message": lambda r: SystemMessage(r.text("text"), r.meta()),
     "user.message": lambda r: UserMessage(r.text("text"), r.meta()),
@@ -243,6 +261,7 @@ _PARSERS: dict[str, Callable[[_Reader], Event]] = {
     "request": _request,
     "reduction": _reduction,
     "status": lambda r: StatusSnapshot(r.text("text"), r.meta()),
+    "usage": _usage,
 }
 
 KNOWN_KINDS = tuple(_PARSERS)

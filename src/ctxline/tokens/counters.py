@@ -34,6 +34,7 @@ from ctxline.record.events import (
     Event,
     Guide,
     JsonValue,
+    ModelUsage,
     Notification,
     Reduction,
     RequestHeader,
@@ -259,7 +260,7 @@ def event_text(event: Event) -> str:
             return event.text
         case Tools():
             return _json_text(list(event.tools))
-        case RequestHeader():
+        case RequestHeader() | ModelUsage():
             return ""  # a log record: never shown to the model
         case Reduction():
             return event.summary

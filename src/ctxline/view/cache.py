@@ -32,6 +32,7 @@ from ctxline.record.events import (
     Compaction,
     Event,
     Guide,
+    ModelUsage,
     Notification,
     Reduction,
     RequestHeader,
@@ -213,6 +214,7 @@ class RecordFold:
                 | Todo()
                 | Compaction()
                 | StatusSnapshot()
+                | ModelUsage()
                 | UnknownEvent()
             ):
                 pass  # the sources' folds and the history take these

@@ -26,6 +26,7 @@ from ctxline.record.events import (
     Compaction,
     Event,
     Guide,
+    ModelUsage,
     Notification,
     Reduction,
     RequestHeader,
@@ -158,6 +159,8 @@ def summarize(event: Event) -> str:
             return f"{action} {where}, {saved:,} tokens saved"
         case StatusSnapshot(text=text):
             return one_line(text)
+        case ModelUsage(model=model, input=tokens_in, output=tokens_out):
+            return one_line(f"{model}: {tokens_in:,} in, {tokens_out:,} out")
         case UnknownEvent(kind=kind):
             return f"{kind} (unknown kind, kept as is)"
         case _:

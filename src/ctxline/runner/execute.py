@@ -1,0 +1,214 @@
+"""Running the tool calls of one reply: guards, permission, execution, one append per result.
+
+The calls are decided in call order — unknown tool, the guards (repeat, ``max_calls``),
+argument validation, the permission hook — and the refused ones get their error result
+at once (one append). The allowed ones then run concurrently (up to
+``Limits.max_parallel``), each with its timeout; each result is appended the moment
+its call ends, with the events it produced, in ONE append, so a crash loses at most
+the calls still running (they get the interrupted-call result on resume). Nothing here
+parses text: every decision reads the structured call and the tool's metadata.
+
+    results = await run_calls(agent, reply.tool_calls)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from ctxline.record.events import OWN_KINDS, JsonValue, ToolCall, ToolResult
+from ctxline.runner.guards import Refusal, check_call, refusal_text, strategy_hint
+from ctxline.runner.permissions import PermissionRequest, resolve
+from ctxline.runner.tools import ArgumentsInvalid, CallContext, FunctionTool, ToolMeta, render_value
+from ctxline.runner.tracing import AttrValue
+from ctxline.tools.base import ToolOutcome
+from ctxline.tools.errors import detailed_tool_error
+
+if TYPE_CHECKING:
+    from ctxline.runner.loop import Agent
+
+__all__ = ["Planned", "run_calls"]
+
+Kind = Literal["app", "ctxline", "spawn", "unknown"]
+BUILTIN_META = ToolMeta(group="ctxline")
+
+
+@dataclass
+class Planned:
+    """One call of the reply, decided."""
+
+    call: ToolCall
+    kind: Kind
+    meta: ToolMeta
+    tool: FunctionTool | None = None
+    values: dict[str, Any] = field(default_factory=dict)
+    refusal: Refusal | None = None
+    invalid: str = ""
+
+
+def _plan(agent: Agent, call: ToolCall, allowed: dict[str, int]) -> Planned:
+    tool = agent.registry.get(call.name)
+    if tool is not None:
+        planned = Planned(call, "app", tool.meta, tool)
+    elif call.name in agent.builtin_names:
+        planned = Planned(call, "ctxline", BUILTIN_META)
+    elif agent.subagents is not None and call.name == "spawn_agent":
+        planned = Planned(call, "spawn", agent.subagents.meta)
+    else:
+        names = ", ".join([*agent.registry.names, *sorted(agent.builtin_names)])
+        reason = f"there is no tool named {call.name!r}: it is not available"
+        hint = f"Use one of the tools offered: {names}." if names else "No tools are offered."
+        return Planned(call, "unknown", BUILTIN_META, refusal=Refusal("unknown_tool", reason, hint))
+    refusal = check_call(
+        agent.ledger, call, planned.meta, agent.limits, allowed_in_batch=allowed.get(call.name, 0)
+    )
+    if refusal is not None:
+        planned.refusal = refusal
+        return planned
+    try:
+        if planned.tool is not None:
+            planned.values = planned.tool.validate(call.arguments)
+        elif planned.kind == "spawn":
+            assert agent.subagents is not None
+            planned.values = agent.subagents.validate(call.arguments)
+    except ArgumentsInvalid as exc:
+        if planned.tool is not None:
+            planned.invalid = planned.tool.invalid_text(exc, call.arguments)
+        else:
+            planned.invalid = detailed_tool_error(
+                exc, call.name, call.arguments, include_traceback=False
+            )
+        return planned
+    request = PermissionRequest(
+        call,
+        planned.meta,
+        planned.meta.kinds,
+        agent.ctx.session,
+        agent.ledger.turns,
+        agent.ledger.ran.get(call.name, 0) + allowed.get(call.name, 0),
+        builtin=planned.kind != "app",
+        extra=agent.extra,
+    )
+    decision = resolve(agent.permission, request, agent.approve)
+    if decision.action != "allow":
+        reason = decision.reason or "the permission policy denied it"
+        planned.refusal = Refusal(
+            "denied",
+            f"permission denied: {reason}",
+            "Do not retry this call unchanged; choose another way or ask the user.",
+        )
+        return planned
+    allowed[call.name] = allowed.get(call.name, 0) + 1
+    return planned
+
+
+def _meta(planned: Planned, **runner: JsonValue) -> dict[str, JsonValue]:
+    meta: dict[str, JsonValue] = {}
+    info = {k: v for k, v in runner.items() if v is not None}
+    if info:
+        meta["runner"] = info
+    if not planned.meta.trimmable:
+        meta["trimmable"] = False
+    return meta
+
+
+def _refused(planned: Planned) -> ToolResult:
+    call = planned.call
+    if planned.invalid:
+        return ToolResult(
+            call.id, planned.invalid, call.name, True, _meta(planned, refused="invalid_arguments")
+        )
+    assert planned.refusal is not None
+    text = refusal_text(call, planned.refusal)
+    return ToolResult(call.id, text, call.name, True, _meta(planned, refused=planned.refusal.kind))
+
+
+def _check_events(call: ToolCall, outcome: ToolOutcome) -> ToolOutcome:
+    """A tool may append events with its result, never ctxline's own kinds."""
+    own = [e.kind for e in outcome.events if e.kind in OWN_KINDS or isinstance(e, ToolResult)]
+    if not own:
+        return outcome
+    return ToolOutcome(
+        f"Error: tool {call.name!r} returned events of kinds {own} that a tool may not append "
+        "(ctxline writes those itself); its result was discarded.",
+        True,
+    )
+
+
+async def _execute(agent: Agent, planned: Planned) -> tuple[ToolOutcome, dict[str, JsonValue]]:
+    call = planned.call
+    if planned.kind == "ctxline":
+        outcome = agent.ctx.call_tool(call)
+        assert outcome is not None
+        return outcome, {}
+    if planned.kind == "spawn":
+        assert agent.subagents is not None
+        return await agent.subagents.spawn(agent, call, planned.values)
+    tool = planned.tool
+    assert tool is not None
+    context = CallContext(call, agent.ctx.session, agent.ctx.blobs, agent.ledger.turns, agent.extra)
+    timeout = tool.meta.timeout or agent.limits.tool_timeout
+    if tool.meta.background:
+        job = agent.jobs.new_id(agent.ledger.jobs_started)
+        agent.jobs.start(job, tool.name, call.id, tool.invoke(planned.values, context), timeout)
+        text = (
+            f"started {job} in the background; you will get a notification when it ends"
+            " (do not wait for it by calling tools)."
+        )
+        return ToolOutcome(text), {"job": job}
+    try:
+        value = await asyncio.wait_for(tool.invoke(planned.values, context), timeout)
+    except TimeoutError:
+        error = TimeoutError(
+            f"the call took longer than {timeout:g} s and was abandoned"
+            + ("" if tool.is_async else " (it may still be running in its thread)")
+        )
+        return ToolOutcome(
+            detailed_tool_error(error, call.name, call.arguments, include_traceback=False), True
+        ), {}
+    except Exception as exc:  # the model's information, not a crash of the loop
+        return ToolOutcome(detailed_tool_error(exc, call.name, call.arguments), True), {}
+    return _check_events(call, render_value(value)), {}
+
+
+async def _run_one(agent: Agent, planned: Planned, gate: asyncio.Semaphore) -> ToolResult:
+    call = planned.call
+    attrs: dict[str, AttrValue] = {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": call.name,
+        "gen_ai.tool.call.id": call.id,
+        "gen_ai.tool.type": "function" if planned.kind == "app" else "extension",
+    }
+    async with gate:
+        with agent.tracer.span(f"execute_tool {call.name}", attrs) as span:
+            started = time.monotonic()
+            outcome, extra = await _execute(agent, planned)
+            ms = round((time.monotonic() - started) * 1000)
+            content = outcome.content
+            if outcome.is_error:
+                span.fail("tool_error", content.splitlines()[0] if content else "")
+                hint = strategy_hint(agent.ledger, call, agent.limits)
+                if hint:
+                    content = f"{content}\n\n{hint}"
+    result = ToolResult(
+        call.id, content, call.name, outcome.is_error, _meta(planned, ms=ms, **extra)
+    )
+    agent.append(result, *outcome.events)
+    return result
+
+
+async def run_calls(agent: Agent, calls: Sequence[ToolCall]) -> list[ToolResult]:
+    """Decide, run and record every call of one reply; the results in call order."""
+    allowed: dict[str, int] = {}
+    plans = [_plan(agent, call, allowed) for call in calls]
+    refused = [_refused(p) for p in plans if p.refusal is not None or p.invalid]
+    if refused:
+        agent.append(*refused)
+    gate = asyncio.Semaphore(agent.limits.max_parallel)
+    runnable = [p for p in plans if p.refusal is None and not p.invalid]
+    ran = await asyncio.gather(*(_run_one(agent, p, gate) for p in runnable))
+    by_id: dict[str, ToolResult] = {r.call_id: r for r in [*refused, *ran]}
+    return [by_id[c.id] for c in calls if c.id in by_id]

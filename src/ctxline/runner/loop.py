@@ -1,0 +1,361 @@
+"""The agent loop: prepare → model → append the reply → run the calls → append → repeat.
+
+:class:`Agent` runs a task on one timeline of a store. Each step drains finished
+background jobs (as notifications), prepares the request (``Context.prepare``: budget,
+ladder, status bar, one atomic append), calls the model, appends the reply and its
+``usage`` event in one append, and runs the reply's tool calls
+(:func:`~.execute.run_calls`). The run stops on a final answer (a reply without tool
+calls, once no job is running), the turn cap, the token or cost budget, a stop
+condition, a model error, or a request that cannot fit (``context_overflow``,
+``compaction_failed``) — always with a ``stop_reason``.
+
+Everything the loop decides comes from the record (:class:`~.ledger.Ledger`), so a run
+killed at any point resumes where it was: a call without a recorded result gets the
+interrupted-call result (it may have run: it is never run again behind the model's
+back), a job that was running gets a notification that its output is lost, and the
+turns and budget go on counting.
+
+    agent = Agent(make_client("local:smollm2"), [forecast], store=open_store("a.db"))
+    result = agent.run("What's the weather in Paris?")
+    result.final, result.stop_reason, result.usage
+
+The step-level API is for apps that drive the loop: ``agent.start(task)``, then
+``agent.step()`` until ``step.done``, then ``agent.result()`` (``astep``/``arun`` are
+the async forms); ``agent.execute(calls)`` runs calls the app got from its own model call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, TypeVar
+
+from ctxline.context import BUILTIN_TOOLS, Context
+from ctxline.errors import CompactionError, ContextOverflow, ValidationError
+from ctxline.models.base import ModelClient, ModelError, ModelReply
+from ctxline.pricing import PriceTable, price_for
+from ctxline.record.events import (
+    Event,
+    StoredEvent,
+    SystemMessage,
+    ToolCall,
+    ToolResult,
+    UserMessage,
+)
+from ctxline.record.store import MAIN, MemoryStore, Store, new_ulid
+from ctxline.render.neutral import INTERRUPTED
+from ctxline.runner.agents import SubAgents
+from ctxline.runner.execute import run_calls
+from ctxline.runner.guards import Limits, budget_stop
+from ctxline.runner.jobs import JobManager, JobsSource, interrupted_job
+from ctxline.runner.ledger import Ledger
+from ctxline.runner.model_call import call_model, default_options
+from ctxline.runner.permissions import ApprovalCallback, PermissionHook, allow_all
+from ctxline.runner.registry import ToolLike, ToolRegistry
+from ctxline.runner.result import RunResult, StepResult
+from ctxline.runner.tracing import NO_TRACER, Tracer
+from ctxline.runner.usage import price_name
+from ctxline.sources.base import Source
+from ctxline.sources.status import StatusConfig
+from ctxline.tools.base import Tool
+from ctxline.view.options import PrepareOptions
+from ctxline.view.prepare import Preparation
+
+__all__ = ["Agent", "RunResult", "StepResult"]
+
+T = TypeVar("T")
+StopCondition = Callable[[StepResult], bool]
+
+
+@dataclass
+class _Run:
+    """What one invocation knows besides the record."""
+
+    stop_reason: str = ""
+    error: str = ""
+    resumed: bool = False
+    steps: list[StepResult] = field(default_factory=list)
+
+
+class Agent:
+    """An agent on one timeline (see the module docstring). Not thread-safe."""
+
+    def __init__(
+        self,
+        model: ModelClient,
+        tools: Sequence[ToolLike] | ToolRegistry = (),
+        *,
+        store: Store | None = None,
+        session: str | None = None,
+        timeline: str = MAIN,
+        system: str | None = None,
+        options: PrepareOptions | None = None,
+        limits: Limits | None = None,
+        permission: PermissionHook = allow_all,
+        approve: ApprovalCallback | None = None,
+        subagents: SubAgents | None = None,
+        tracer: Tracer = NO_TRACER,
+        prices: PriceTable | None = None,
+        stop_when: StopCondition | None = None,
+        sources: Sequence[Source] = (),
+        context: Mapping[str, Any] | None = None,
+        builtin_tools: Sequence[Tool] = BUILTIN_TOOLS,
+        name: str = "agent",
+    ) -> None:
+        self.model = model
+        self.registry = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
+        self.limits = limits or Limits()
+        if self.limits.max_cost is not None and price_for(price_name(model.name), prices) is None:
+            raise ValidationError(
+                f"{model.name} has no price in the pricing table, so a cost budget cannot be"
+                " enforced: give prices= or use max_tokens",
+                field="max_cost",
+            )
+        self.store = store if store is not None else MemoryStore()
+        self.system = system
+        self.permission = permission
+        self.approve = approve
+        self.subagents = subagents
+        self.tracer = tracer
+        self.prices = prices
+        self.stop_when = stop_when
+        self.extra: Mapping[str, Any] = dict(context or {})
+        self.name = name
+        status = StatusConfig(limits=dict(self.registry.limits()))
+        self.ctx = Context(
+            self.store,
+            session or f"run-{new_ulid().lower()}",
+            timeline,
+            options=options or default_options(model),
+            status=status,
+            sources=[JobsSource(), *sources],
+            builtin_tools=builtin_tools,
+        )
+        self.builtin_names = frozenset(t.name for t in self.ctx.tools)
+        specs = [*self.registry.specs()]
+        if subagents is not None:
+            specs.append(subagents.spec())
+        self.ctx.set_tools(specs)
+        self.ledger = Ledger(table=prices)
+        self.ledger.catch_up(self.ctx.events)
+        self.jobs = JobManager()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._run = _Run()
+        self._repaired = False
+
+    # --- the record -------------------------------------------------------------------
+
+    @property
+    def session(self) -> str:
+        return self.ctx.session
+
+    def append(self, *events: Event) -> list[StoredEvent]:
+        """Append atomically and feed the ledger (the only way the runner writes)."""
+        stored = self.ctx.append(*events)
+        self.ledger.catch_up(self.ctx.events)
+        return stored
+
+    @property
+    def unfinished(self) -> bool:
+        """A task is recorded and has no final answer yet (``resume`` goes on with it)."""
+        return self.ledger.task_seq > 0 and self.ledger.final() is None
+
+    def _repair(self) -> None:
+        """Answer calls left without a result and jobs left without a completion by a
+        runner that stopped (once per Agent, before its first step)."""
+        if self._repaired:
+            return
+        self._repaired = True
+        self.ctx.refresh()
+        self.ledger.catch_up(self.ctx.events)
+        events: list[Event] = [
+            ToolResult(c.id, INTERRUPTED, c.name, True, {"runner": {"interrupted": True}})
+            for c in self.ledger.open_calls()
+        ]
+        events.extend(interrupted_job(info) for info in self.ledger.jobs.values())
+        if events:
+            self.append(*events)
+            self._run.resumed = True
+
+    def start(self, task: str | None = None) -> None:
+        """Begin ``task`` (None: go on with the recorded one). A new session gets ``system`` first."""
+        self._run = _Run()
+        self._repair()
+        if task is None:
+            if self.ledger.task_seq == 0:
+                raise ValidationError(
+                    f"session {self.session!r} has no task to resume", field="task"
+                )
+            self._run.resumed = True
+            return
+        events: list[Event] = []
+        if self.system and not any(isinstance(e.event, SystemMessage) for e in self.ctx.events):
+            events.append(SystemMessage(self.system))
+        events.append(UserMessage(task))
+        self.append(*events)
+
+    # --- one step ---------------------------------------------------------------------
+
+    def _finish(self, reason: str, error: str = "", step: StepResult | None = None) -> StepResult:
+        self._run.stop_reason, self._run.error = reason, error
+        step = replace(
+            step or StepResult(self.ledger.turns), done=True, stop_reason=reason, error=error
+        )
+        self._run.steps.append(step)
+        return step
+
+    async def _drain(self) -> list[Event]:
+        notes = self.jobs.drain(self.ctx.blobs)
+        if notes:
+            self.append(*notes)
+        return notes
+
+    async def astep(self) -> StepResult:
+        """One step: drained jobs, a model call, its tool calls (see the module docstring)."""
+        self._repair()
+        notes = await self._drain()
+        if self.ledger.final() is not None:
+            if not self.jobs.running:
+                return self._finish("final")
+            await self.jobs.wait()  # the answer came with work still running: wait for it
+            notes = [*notes, *await self._drain()]
+        reason = budget_stop(self.ledger, self.limits, 0)
+        if reason is not None:
+            return self._finish(reason)
+        try:
+            prep = self.ctx.prepare()
+        except ContextOverflow as exc:
+            return self._finish("context_overflow", str(exc))
+        except CompactionError as exc:
+            return self._finish("compaction_failed", str(exc))
+        reason = budget_stop(self.ledger, self.limits, prep.report.tokens.total)
+        if reason is not None:
+            return self._finish(reason)
+        try:
+            reply = await self._call_model(prep)
+        except ModelError as exc:
+            return self._finish("model_error", str(exc))
+        results = await run_calls(self, reply.tool_calls) if reply.tool_calls else []
+        step = StepResult(self.ledger.turns, reply, tuple(results), tuple(notes))
+        if self.stop_when is not None and self.stop_when(step):
+            return self._finish("stop_condition", step=step)
+        if not reply.tool_calls and not self.jobs.running:
+            return self._finish("final", step=step)
+        self._run.steps.append(step)
+        return step
+
+    async def _call_model(self, prep: Preparation) -> ModelReply:
+        reply, events = await call_model(
+            self.model, prep, self.tracer, self.session, self.ledger.turns + 1
+        )
+        self.append(*events)
+        return reply
+
+    async def aexecute(self, calls: Sequence[ToolCall]) -> list[ToolResult]:
+        """Run calls the app got from its own model call (append the reply first)."""
+        self._repair()
+        return await run_calls(self, calls)
+
+    # --- whole runs -------------------------------------------------------------------
+
+    async def arun(self, task: str | None = None) -> RunResult:
+        """Run ``task`` to its end (None: resume the recorded task)."""
+        self.start(task)
+        with self.tracer.span(
+            f"invoke_agent {self.name}",
+            {
+                "gen_ai.operation.name": "invoke_agent",
+                "gen_ai.agent.name": self.name,
+                "gen_ai.conversation.id": self.session,
+            },
+        ):
+            while not (await self.astep()).done:
+                pass
+            await self._settle_jobs()
+        return self.result()
+
+    async def _settle_jobs(self) -> None:
+        """A run never ends with a job running: the rest are cancelled and notified."""
+        if self.jobs.running:
+            await self.jobs.cancel_all()
+        await self._drain()
+
+    def result(self) -> RunResult:
+        """The run's figures, from the record (turns, calls and usage of the whole task)."""
+        totals = self.ledger.totals
+        cost = totals.cost_usd()
+        return RunResult(
+            session=self.session,
+            final=self.ledger.final() or "",
+            stop_reason=self._run.stop_reason
+            or ("final" if self.ledger.final() is not None else "running"),
+            turns=self.ledger.turns,
+            tool_calls=self.ledger.tool_calls,
+            usage=totals.usage(),
+            cost_usd=cost,
+            unpriced=tuple(totals.all_unpriced()),
+            agents=dict(totals.children),
+            calibration=totals.calibration(),
+            error=self._run.error,
+            resumed=self._run.resumed,
+            own=totals.to_json(
+                session=self.session,
+                turns=self.ledger.turns,
+                tool_calls=self.ledger.tool_calls,
+                stop_reason=self._run.stop_reason,
+            ),
+        )
+
+    # --- sync forms -------------------------------------------------------------------
+
+    def _sync(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` on the agent's private loop (kept while jobs may still run)."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            pass
+        else:
+            coro.close()
+            raise RuntimeError("an event loop is running: use await agent.arun() / astep()")
+        if self._loop is None or self._loop.is_closed():
+            self._loop = asyncio.new_event_loop()
+        return self._loop.run_until_complete(coro)
+
+    def run(self, task: str | None = None) -> RunResult:
+        """:meth:`arun` for code without an event loop."""
+        try:
+            return self._sync(self.arun(task))
+        finally:
+            self.close()
+
+    def resume(self) -> RunResult:
+        """Go on with the recorded task (after a crash, a stop, or from another process)."""
+        return self.run(None)
+
+    def step(self) -> StepResult:
+        """:meth:`astep` without an event loop; the last step (``done``) settles the jobs."""
+        step = self._sync(self.astep())
+        if step.done:
+            self.close()
+        return step
+
+    def execute(self, calls: Sequence[ToolCall]) -> list[ToolResult]:
+        return self._sync(self.aexecute(calls))
+
+    def close(self) -> None:
+        """Cancel running jobs (each gets its notification) and close the private loop."""
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            try:
+                loop.run_until_complete(self._settle_jobs())
+                loop.run_until_complete(loop.shutdown_default_executor())
+            finally:
+                loop.close()
+        self.jobs = JobManager()
+
+    def __enter__(self) -> Agent:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
