@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
+from ctxline.record.blobs import blob_ref
 from ctxline.record.codec import canonical_json
 from ctxline.record.events import (
     Event,
@@ -31,6 +32,7 @@ from ctxline.record.events import (
     Reduction,
     RequestHeader,
     StoredEvent,
+    ToolResult,
     Tools,
 )
 from ctxline.render.neutral import ToolSpec
@@ -185,9 +187,6 @@ class _Step:
         return view_messages(self.cache, self.setup.view)
 
     def handle(self, seq: int) -> str:
-        from ctxline.record.blobs import blob_ref
-        from ctxline.record.events import ToolResult
-
         event = self.chain[seq - 1].event
         assert isinstance(event, ToolResult)
         return blob_ref(event.content.encode())
