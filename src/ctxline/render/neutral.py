@@ -255,7 +255,9 @@ class HistoryBuilder:
             return
         calls = []
         for call in event.tool_calls:
-            call = replace(call, arguments=escape_json(call.arguments, self.escape))
+            call = replace(
+                call, name=self.escape(call.name), arguments=escape_json(call.arguments, self.escape)
+            )
             view_id = call.id
             if not view_id or view_id in self._used:
                 view_id = _fresh_id(call.id, self._used)
