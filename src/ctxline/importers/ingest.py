@@ -18,7 +18,7 @@ from ctxline.importers import ImportedSession
 from ctxline.record.codec import canonical_json, event_to_json
 from ctxline.record.events import JsonValue, Pending
 from ctxline.record.store import Store
-from ctxline.record.timeline import TimelineWriter
+from ctxline.record.timeline import Authority, TimelineWriter
 
 __all__ = ["ImportResult", "import_sessions"]
 
@@ -48,9 +48,14 @@ def _session_meta(imported: ImportedSession) -> dict[str, JsonValue]:
     return imported.meta
 
 
-def import_sessions(store: Store, sessions: Iterable[ImportedSession]) -> list[ImportResult]:
+def import_sessions(
+    store: Store, sessions: Iterable[ImportedSession], *, authority: Authority = "app"
+) -> list[ImportResult]:
     """Append each imported session's new events through the timeline writer's rules
-    (long results saved as blobs first); a session that holds other events is refused."""
+    (long results saved as blobs first); a session that holds other events is refused.
+
+    ctxline's own kinds are refused unless ``authority="ctxline"``, which only a trusted
+    restore (:func:`ctxline.restore.restore_sessions`) may pass."""
     results = []
     for imported in sessions:
         store.create_session(imported.id, meta=_session_meta(imported), exist_ok=True)
@@ -65,9 +70,8 @@ def import_sessions(store: Store, sessions: Iterable[ImportedSession]) -> list[I
                 )
         tail = list(new[len(existing) :])
         if tail:
-            # an export restores ctxline's own kinds too (their trust is issue 12's --trusted)
             TimelineWriter(store, imported.id).append(
-                tail, expected_seq=len(existing), authority="ctxline"
+                tail, expected_seq=len(existing), authority=authority
             )
         results.append(ImportResult(imported.id, len(existing) + len(tail), len(tail)))
     return results

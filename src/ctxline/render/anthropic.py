@@ -41,8 +41,8 @@ from typing import Any
 from ctxline.errors import ValidationError
 from ctxline.record.codec import canonical_json
 from ctxline.record.events import JsonValue, ToolCall
-from ctxline.render.neutral import NeutralMessage, NeutralRequest, ToolSpec, check_pairing
 from ctxline.render.ids import ID_LIMITS, IdMap, OverlayIds, provider_id
+from ctxline.render.neutral import NeutralMessage, NeutralRequest, ToolSpec, check_pairing
 from ctxline.render.openai import arguments_text, schema, spec_text
 from ctxline.render.stream import BodyParts, Stream, split_body
 from ctxline.text import clean_json, clean_text

@@ -34,8 +34,8 @@ from ctxline.record.events import (
     UserMessage,
 )
 from ctxline.render.openai import arguments_text
-from ctxline.sources.guide import MessageKind
 from ctxline.sources.base import Block
+from ctxline.sources.guide import MessageKind
 from ctxline.sources.rules import rule_block, rule_in_force
 from ctxline.sources.state import state_block
 from ctxline.tags import element, escape, one_line, quote_name
