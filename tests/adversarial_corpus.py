@@ -24,8 +24,6 @@ from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from lookalikes_table import openers
-
 from ctxline import Context
 from ctxline.record.events import (
     AssistantMessage,
@@ -47,6 +45,7 @@ from ctxline.sources.status import Environment, StatusConfig
 from ctxline.sources.timectx import TimeConfig
 from ctxline.tokens.counters import TokenCounter
 from ctxline.view.options import PrepareOptions
+from lookalikes_table import openers
 
 __all__ = ["CHANNELS", "PAYLOADS", "PLACEHOLDER", "build", "check_case", "payloads_for"]
 

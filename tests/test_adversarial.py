@@ -10,6 +10,7 @@ against the SDK's request types.
 from __future__ import annotations
 
 import pytest
+
 from adversarial_corpus import CHANNELS, PLACEHOLDER, build, check_case, payloads_for
 from test_render import assert_anthropic_valid, assert_openai_valid
 

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_cli import export, fails, ok, sessions
 
 from ctxline import Context
 from ctxline.record.codec import event_to_json
@@ -44,6 +43,7 @@ from ctxline.tools.builtin import BUILTIN_TOOLS
 from ctxline.view.options import PrepareOptions
 from ctxline.view.prepare import prepare
 from ctxline.view.rebuild import rebuild_all
+from test_cli import export, fails, ok, sessions
 
 Line = dict[str, Any]
 
