@@ -9,6 +9,8 @@ against the SDK's request types.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from adversarial_corpus import CHANNELS, PLACEHOLDER, build, check_case, payloads_for
@@ -26,7 +28,7 @@ def test_the_corpus_is_large_enough() -> None:
     assert len(CHANNELS) >= 30
 
 
-_BENIGN: dict[tuple[str, str], dict[str, object]] = {}
+_BENIGN: dict[tuple[str, str], dict[str, Any]] = {}
 
 
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
@@ -40,4 +42,4 @@ def test_forgery_is_inert(channel: str, index: int, payload: str, provider: str)
         assert_openai_valid(hostile)
     else:
         assert_anthropic_valid(hostile)
-    check_case(hostile, _BENIGN[key], provider, channel)  # type: ignore[arg-type]
+    check_case(hostile, _BENIGN[key], provider, channel)
