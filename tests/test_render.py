@@ -588,7 +588,9 @@ def test_anthropic_ids_are_sanitized_consistently() -> None:
     ]
     oa, an, report = render_both(events)
     assert report.renamed == (("", "call_1"),)  # an empty id gets a view id
-    assert [c["id"] for c in oa["messages"][1]["tool_calls"]] == ["functions.read:0", "call_1"]
+    # both providers send the id in the pattern Anthropic requires, the same mapping
+    assert [c["id"] for c in oa["messages"][1]["tool_calls"]] == [tool_id("functions.read:0"), "call_1"]
+    assert [m["tool_call_id"] for m in oa["messages"][2:4]] == [tool_id("functions.read:0"), "call_1"]
     ids = [b["id"] for b in an["messages"][1]["content"]]
     assert ids == [tool_id("functions.read:0"), "call_1"]
     assert ids[0].startswith("functions_read_0_")

@@ -45,6 +45,7 @@ from ctxline.record.parse import pending_from_json
 from ctxline.record.store import MAIN, Store, open_store
 from ctxline.record.store.base import check_pairing
 from ctxline.record.timeline import TimelineWriter
+from ctxline.restore import refuse_own_kinds_at, restore_sessions
 
 __all__ = ["main"]
 
@@ -70,14 +71,21 @@ def main() -> None:
     help=f"auto or one of: {', '.join(FORMATS)}",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the imported session ids as JSON.")
-def import_cmd(path: Path, db: str, fmt: str, as_json: bool) -> None:
+@click.option(
+    "--trusted",
+    is_flag=True,
+    help="Restore a ctxline export: its own kinds (guide, tools, request, reduction, status)"
+    " are checked and re-derived instead of refused.",
+)
+def import_cmd(path: Path, db: str, fmt: str, as_json: bool, trusted: bool) -> None:
     """Import a recorded agent session (or a file of many) into the record."""
     with one_line_errors():
         sessions = load_tree(
             path, fmt, skipped=lambda _file, exc: click.echo(f"skipped: {exc}", err=True)
         )
+        sessions = restore_sessions(sessions, trusted=trusted)
         store = _open(db)
-        results = import_sessions(store, sessions)
+        results = import_sessions(store, sessions, authority="ctxline" if trusted else "app")
         store.close()
     if as_json:
         click.echo(json.dumps([r.session for r in results]))
@@ -172,6 +180,7 @@ def append_cmd(
                 batch.append(pending_from_json(obj, line=number))
             except ValidationError as exc:
                 raise exc.located(source="stdin") from None
+            refuse_own_kinds_at(batch[-1], line=number, source="stdin")
         if not batch:
             raise ValidationError("no events on stdin", source="stdin")
         store = _open(db)

@@ -83,6 +83,8 @@ class ImportedSession:
     id: str
     events: list[Pending]
     meta: dict[str, JsonValue]
+    lines: tuple[int, ...] = ()
+    """The file line of each event, where the format has lines (``events``), for errors."""
 
 
 # --- reading -----------------------------------------------------------------------

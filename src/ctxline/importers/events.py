@@ -19,6 +19,7 @@ the whole load with an error naming the line — nothing is returned partially::
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from ctxline.errors import ValidationError
@@ -57,10 +58,12 @@ def load_events(src: Source) -> list[ImportedSession]:
     builder: SessionBuilder | None = None
     meta: dict[str, JsonValue] = {}
     ids: set[str] = set()
+    lines: list[int] = []
 
     def close() -> None:
         if builder is not None:
-            sessions.append(builder.finish({"format": "events", "file": src.name, **meta}))
+            session = builder.finish({"format": "events", "file": src.name, **meta})
+            sessions.append(replace(session, lines=tuple(lines)))
 
     for line, obj in src.lines():
         if obj.get("kind") == HEADER_KIND:
@@ -74,6 +77,7 @@ def load_events(src: Source) -> list[ImportedSession]:
             seen.add(key)
             builder = SessionBuilder(session)
             ids = set()
+            lines = []
             continue
         if builder is None:
             builder = SessionBuilder(src.stem)
@@ -87,6 +91,7 @@ def load_events(src: Source) -> list[ImportedSession]:
                 )
             ids.add(pending.id)
         builder.add(pending.event, id=pending.id, at=pending.at)
+        lines.append(line)
     if builder is None:
         builder = SessionBuilder(src.stem)
         meta = {"timeline": "main", "version": CANONICAL_VERSION}

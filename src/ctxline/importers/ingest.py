@@ -23,7 +23,7 @@ from ctxline.importers import ImportedSession
 from ctxline.record.codec import canonical_json, event_to_json
 from ctxline.record.events import JsonValue, Pending, StoredEvent
 from ctxline.record.store import Batch, Store
-from ctxline.record.timeline import save_blobs
+from ctxline.record.timeline import Authority, check_authority, save_blobs
 
 __all__ = ["ImportResult", "import_sessions"]
 
@@ -65,10 +65,15 @@ def _origin(imported: ImportedSession) -> str:
     return f" (in {file})" if isinstance(file, str) else ""
 
 
-def import_sessions(store: Store, sessions: Iterable[ImportedSession]) -> list[ImportResult]:
+def import_sessions(
+    store: Store, sessions: Iterable[ImportedSession], *, authority: Authority = "app"
+) -> list[ImportResult]:
     """Import ``sessions`` in one transaction, through the timeline writer's rules (long
     results saved as blobs first); ValidationError (nothing written) when one conflicts
-    with what the store holds, or appears twice with different events."""
+    with what the store holds, or appears twice with different events.
+
+    ctxline's own kinds are refused unless ``authority="ctxline"``, which only a trusted
+    restore (:func:`ctxline.restore.restore_sessions`) may pass."""
     todo: list[ImportedSession] = []
     by_id: dict[str, ImportedSession] = {}
     for imported in sessions:
@@ -104,7 +109,9 @@ def import_sessions(store: Store, sessions: Iterable[ImportedSession]) -> list[I
             )
         results.append(ImportResult(imported.id, held + len(tail), len(tail)))
     if batches:
-        # an export restores ctxline's own kinds too (their trust: import --trusted)
+        if authority != "ctxline":  # only a trusted restore brings ctxline's own kinds
+            for batch in batches:
+                check_authority(batch.events, where=f"import of {batch.session}")
         for batch in batches:
             save_blobs(store.blobs, batch.events)
         store.append_batches(batches)

@@ -14,9 +14,12 @@ The Messages API is stricter than Chat Completions, and each rule below answers 
   cannot be empty if is_error is true"); a non-error empty result has no content.
 - ``tool_use.input`` must be an object: arguments that are not a dict (the
   model's raw text when it was not valid JSON) are sent as ``{"_raw": text}``.
-- Tool ids must match ``^[a-zA-Z0-9_-]+$`` and be unique: an id that does not is
-  replaced, in both the call and its result, by its allowed characters plus a
-  short hash of the original (a pure function of the id, so prefixes stay stable).
+- Tool ids must match ``^[a-zA-Z0-9_-]+$`` and be unique: an id that does not (or is
+  longer than 64) is replaced, in both the call and its result, by its allowed
+  characters plus a short hash of the original (:mod:`ctxline.render.ids`: a pure
+  function of the id, so prefixes stay stable); :attr:`AnthropicAssembler.ids` says
+  which ones changed.
+- Tool names (of calls and of specs), descriptions and schema strings are escaped.
 
 ``system`` is a list of text blocks so that a cache breakpoint can sit on it.
 ``cache_breakpoints`` are indexes into the rendered ``messages`` (negative ones
@@ -31,17 +34,16 @@ count from the end); ``cache_prefix=True`` adds one at the end of the system tex
 
 from __future__ import annotations
 
-import hashlib
 import json
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ctxline.errors import ValidationError
 from ctxline.record.codec import canonical_json
 from ctxline.record.events import JsonValue, ToolCall
+from ctxline.render.ids import ID_LIMITS, IdMap, OverlayIds, provider_id
 from ctxline.render.neutral import NeutralMessage, NeutralRequest, ToolSpec, check_pairing
-from ctxline.render.openai import arguments_text
+from ctxline.render.openai import arguments_text, schema, spec_text
 from ctxline.render.stream import BodyParts, Stream, split_body
 from ctxline.text import clean_json, clean_text
 
@@ -60,8 +62,6 @@ EMPTY_ERROR = "error (no message)"
 """The content of an error result whose recorded content is empty."""
 MAX_BREAKPOINTS = 4
 
-_ID_OK = re.compile(r"[A-Za-z0-9_-]+")
-_ID_BAD_CHAR = re.compile(r"[^A-Za-z0-9_-]")
 _CACHE = {"type": "ephemeral"}
 
 Block = dict[str, Any]
@@ -69,47 +69,29 @@ Block = dict[str, Any]
 
 def tool_id(call_id: str) -> str:
     """``call_id`` if Anthropic accepts it, else its allowed characters plus a hash."""
-    if _ID_OK.fullmatch(call_id):
-        return call_id
-    digest = hashlib.sha256(call_id.encode("utf-8", "surrogatepass")).hexdigest()[:12]
-    safe = _ID_BAD_CHAR.sub("_", call_id)[:48]
-    return f"{safe}_{digest}" if safe.strip("_") else f"id_{digest}"
+    return provider_id(call_id, ID_LIMITS["anthropic"])
 
 
-class _Ids:
-    """Maps neutral call ids to distinct Anthropic ids, in order of first use."""
-
-    def __init__(self) -> None:
-        self.ids: dict[str, str] = {}
-        self.used: set[str] = set()
-
-    def __call__(self, call_id: str) -> str:
-        if call_id not in self.ids:
-            out = base = tool_id(call_id)
-            n = 2
-            while out in self.used:
-                out, n = f"{base}_{n}", n + 1
-            self.ids[call_id] = out
-            self.used.add(out)
-        return self.ids[call_id]
+def _ids() -> IdMap:
+    return IdMap(ID_LIMITS["anthropic"])
 
 
 def _text(text: str) -> list[Block]:
     return [{"type": "text", "text": clean_text(text)}] if text.strip() else []
 
 
-def _tool_use(call: ToolCall, ids: _Ids) -> Block:
+def _tool_use(call: ToolCall, ids: IdMap) -> Block:
     args = call.arguments
     tool_input = clean_json(args) if isinstance(args, dict) else {"_raw": arguments_text(args)}
     return {
         "type": "tool_use",
         "id": ids(call.id),
-        "name": clean_text(call.name),
+        "name": spec_text(call.name),
         "input": tool_input,
     }
 
 
-def _tool_result(message: NeutralMessage, ids: _Ids) -> Block:
+def _tool_result(message: NeutralMessage, ids: IdMap) -> Block:
     block: Block = {"type": "tool_result", "tool_use_id": ids(message.call_id)}
     if message.text.strip():
         block["content"] = clean_text(message.text)
@@ -120,7 +102,7 @@ def _tool_result(message: NeutralMessage, ids: _Ids) -> Block:
     return block
 
 
-def _blocks(message: NeutralMessage, ids: _Ids) -> list[Block]:
+def _blocks(message: NeutralMessage, ids: IdMap) -> list[Block]:
     if message.role == "tool":
         return [_tool_result(message, ids)]
     if message.role == "user":
@@ -129,39 +111,15 @@ def _blocks(message: NeutralMessage, ids: _Ids) -> list[Block]:
 
 
 def _tool(spec: ToolSpec) -> Block:
-    tool: Block = {"name": clean_text(spec.name)}
+    tool: Block = {"name": spec_text(spec.name)}
     if spec.description:
-        tool["description"] = clean_text(spec.description)
-    schema = (
-        clean_json(spec.parameters) if spec.parameters else {"type": "object", "properties": {}}
-    )
-    tool["input_schema"] = schema
+        tool["description"] = spec_text(spec.description)
+    tool["input_schema"] = schema(spec.parameters)
     return tool
 
 
 def _mark(block: Block) -> None:
     block["cache_control"] = dict(_CACHE)
-
-
-class _OverlayIds(_Ids):
-    """Tool ids for one step: new ids go to this overlay, the base stays untouched."""
-
-    def __init__(self, base: _Ids) -> None:
-        super().__init__()
-        self.base = base
-
-    def __call__(self, call_id: str) -> str:
-        known = self.base.ids.get(call_id)
-        if known is not None:
-            return known
-        if call_id not in self.ids:
-            out = candidate = tool_id(call_id)
-            n = 2
-            while out in self.used or out in self.base.used:
-                out, n = f"{candidate}_{n}", n + 1
-            self.ids[call_id] = out
-            self.used.add(out)
-        return self.ids[call_id]
 
 
 def _merge(groups: list[tuple[str, list[Block]]], role: str, blocks: list[Block]) -> None:
@@ -189,7 +147,9 @@ class AnthropicAssembler:
         self.reset()
 
     def reset(self) -> None:
-        self._ids = _Ids()
+        self._ids = _ids()
+        self.ids: tuple[tuple[str, str], ...] = ()
+        """The call ids of the last body that are not sent as they are: (view id, sent id)."""
         self._stream = Stream()
         self._first_role: str | None = None
         self._pending: tuple[str, list[Block]] | None = None
@@ -230,7 +190,7 @@ class AnthropicAssembler:
         the system text (or tools) and on the last block of history.
         """
         self._feed_frozen(frozen)
-        ids = _OverlayIds(self._ids)
+        ids = OverlayIds(self._ids)
         groups: list[tuple[str, list[Block]]] = []
         if self._pending is not None:
             groups.append((self._pending[0], list(self._pending[1])))
@@ -289,6 +249,7 @@ class AnthropicAssembler:
         if first_role == "assistant":
             lead += _message_bytes("user", [{"type": "text", "text": CONTINUED}])
         live_items = [_message_bytes(role, blocks) for role, blocks in groups]
+        self.ids = tuple(ids.changed())
         return self._stream.body(lead, first_role == "assistant", live_items, foot)
 
 

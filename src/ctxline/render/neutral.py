@@ -61,18 +61,10 @@ from ctxline.record.events import (
 from ctxline.tags import escape
 
 __all__ = [
-    "INTERRUPTED",
-    "HistoryBuilder",
-    "NeutralMessage",
-    "NeutralRequest",
-    "PairingReport",
-    "Provider",
-    "Role",
-    "ToolSpec",
-    "check_pairing",
-    "history_to_messages",
+    "INTERRUPTED", "HistoryBuilder", "NeutralMessage", "NeutralRequest", "PairingReport",
+    "Provider", "Role", "ToolSpec", "check_pairing", "escape_json", "history_to_messages",
     "system_text",
-]
+]  # fmt: skip
 
 INTERRUPTED = "no result recorded: the call was interrupted"
 """Content of the error result given to a call that has no recorded result."""
@@ -258,7 +250,8 @@ class HistoryBuilder:
             return
         calls = []
         for call in event.tool_calls:
-            call = replace(call, arguments=escape_json(call.arguments, self.escape))
+            args = escape_json(call.arguments, self.escape)  # names and arguments come from outside
+            call = replace(call, name=self.escape(call.name), arguments=args)
             view_id = call.id
             if not view_id or view_id in self._used:
                 view_id = _fresh_id(call.id, self._used)

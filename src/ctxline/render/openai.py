@@ -20,6 +20,10 @@ Choices made here:
   models refuse ``max_tokens``). A server that only knows the old name can get it
   through ``extra={"max_tokens": n}``.
 - An empty ``parameters`` schema becomes ``{"type": "object", "properties": {}}``.
+- Tool names (of calls and of specs), descriptions and every string of a schema are
+  escaped (:func:`ctxline.tags.escape`): they come from outside too. Call ids are sent
+  in the pattern providers accept (:mod:`ctxline.render.ids`), mapped the same way in
+  the call and in its result; :attr:`OpenAIAssembler.ids` says which ones changed.
 
     >>> body = to_openai(NeutralRequest("Be brief.", (), (NeutralMessage("user", "hi"),)), model="gpt-4.1")
     >>> [m["role"] for m in body["messages"]]
@@ -35,11 +39,19 @@ from typing import Any
 from ctxline.errors import ValidationError
 from ctxline.record.codec import canonical_json
 from ctxline.record.events import JsonValue, ToolCall
-from ctxline.render.neutral import NeutralMessage, NeutralRequest, ToolSpec, check_pairing
+from ctxline.render.ids import ID_LIMITS, IdMap, OverlayIds
+from ctxline.render.neutral import (
+    NeutralMessage,
+    NeutralRequest,
+    ToolSpec,
+    check_pairing,
+    escape_json,
+)
 from ctxline.render.stream import BodyParts, Stream, split_body
+from ctxline.tags import escape
 from ctxline.text import clean_json, clean_text
 
-__all__ = ["OpenAIAssembler", "arguments_text", "to_openai"]
+__all__ = ["OpenAIAssembler", "arguments_text", "spec_text", "to_openai"]
 
 _OWN_KEYS = ("model", "messages", "tools")
 
@@ -51,34 +63,40 @@ def arguments_text(arguments: JsonValue) -> str:
     return canonical_json(clean_json(arguments)).decode()
 
 
-def _schema(parameters: Mapping[str, JsonValue]) -> dict[str, JsonValue]:
+def spec_text(value: str) -> str:
+    """A tool's name or description as sent: cleaned and escaped."""
+    return escape(clean_text(value))
+
+
+def schema(parameters: Mapping[str, JsonValue]) -> dict[str, JsonValue]:
+    """A tool's JSON schema as sent: cleaned, every string escaped (keys included)."""
     if not parameters:
         return {"type": "object", "properties": {}}
-    cleaned: dict[str, JsonValue] = clean_json(parameters)
+    cleaned: dict[str, JsonValue] = escape_json(clean_json(parameters), escape)
     return cleaned
 
 
 def _tool(spec: ToolSpec) -> dict[str, Any]:
-    function: dict[str, Any] = {"name": clean_text(spec.name)}
+    function: dict[str, Any] = {"name": spec_text(spec.name)}
     if spec.description:
-        function["description"] = clean_text(spec.description)
-    function["parameters"] = _schema(spec.parameters)
+        function["description"] = spec_text(spec.description)
+    function["parameters"] = schema(spec.parameters)
     return {"type": "function", "function": function}
 
 
-def _call(call: ToolCall) -> dict[str, Any]:
+def _call(call: ToolCall, ids: IdMap) -> dict[str, Any]:
     return {
-        "id": clean_text(call.id),
+        "id": ids(call.id),
         "type": "function",
-        "function": {"name": clean_text(call.name), "arguments": arguments_text(call.arguments)},
+        "function": {"name": spec_text(call.name), "arguments": arguments_text(call.arguments)},
     }
 
 
-def _message(message: NeutralMessage) -> dict[str, Any]:
+def _message(message: NeutralMessage, ids: IdMap) -> dict[str, Any]:
     if message.role == "tool":
         return {
             "role": "tool",
-            "tool_call_id": clean_text(message.call_id),
+            "tool_call_id": ids(message.call_id),
             "content": clean_text(message.text),
         }
     if message.role == "user":
@@ -88,7 +106,7 @@ def _message(message: NeutralMessage) -> dict[str, Any]:
     return {
         "role": "assistant",
         "content": clean_text(message.text) if message.text else None,
-        "tool_calls": [_call(call) for call in message.tool_calls],
+        "tool_calls": [_call(call, ids) for call in message.tool_calls],
     }
 
 
@@ -98,6 +116,9 @@ class OpenAIAssembler:
     def __init__(self) -> None:
         self._stream = Stream()
         self._fed = 0
+        self._ids = IdMap(ID_LIMITS["openai"])
+        self.ids: tuple[tuple[str, str], ...] = ()
+        """The call ids of the last body that are not sent as they are: (view id, sent id)."""
         self._head_key: tuple[object, ...] | None = None
         self._head_foot = (b"", b"")
 
@@ -136,7 +157,7 @@ class OpenAIAssembler:
         extra: Mapping[str, JsonValue] | None = None,
     ) -> BodyParts:
         """The body; ``live`` are the open history messages and the tail."""
-        self._stream.extend([canonical_json(_message(m)) for m in frozen[self._fed :]])
+        self._stream.extend([canonical_json(_message(m, self._ids)) for m in frozen[self._fed :]])
         self._fed = len(frozen)
         head, foot = self._head(tools, model, max_tokens, extra)
         lead = head
@@ -144,9 +165,10 @@ class OpenAIAssembler:
             lead += canonical_json({"role": "system", "content": clean_text(system)})
         if not system and not frozen and not live:
             raise ValidationError("a request needs at least one message", field="messages")
-        return self._stream.body(
-            lead, bool(system), [canonical_json(_message(m)) for m in live], foot
-        )
+        ids = OverlayIds(self._ids)
+        items = [canonical_json(_message(m, ids)) for m in live]
+        self.ids = tuple(ids.changed())
+        return self._stream.body(lead, bool(system), items, foot)
 
 
 

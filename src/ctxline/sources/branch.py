@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from ctxline.sources.base import BaseSource, Block
 from ctxline.sources.guide import BRANCH_KIND, MessageKind
+from ctxline.tags import quote_name
 
 __all__ = ["BRANCH_KIND", "BranchMark", "BranchSource", "branch_block", "render_branch"]
 
@@ -30,9 +31,10 @@ class BranchMark:
 
 
 def branch_block(mark: BranchMark) -> Block:
+    name, parent = quote_name(mark.name), quote_name(mark.parent)  # one value each, one line
     sentence = (
-        f"You are now on branch {mark.name}, forked from {mark.parent} after its event"
-        f" {mark.fork_seq}; what follows happened on {mark.name} only."
+        f"You are now on branch {name}, forked from {parent} after its event"
+        f" {mark.fork_seq}; what follows happened on {name} only."
     )
     attrs = (("name", mark.name), ("parent", mark.parent), ("fork_seq", str(mark.fork_seq)))
     return Block("ctx-branch", sentence, attrs)

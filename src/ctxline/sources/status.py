@@ -62,7 +62,7 @@ from ctxline.sources.cwd import follow_cd
 from ctxline.sources.guide import MessageKind
 from ctxline.sources.timectx import TimeConfig, TimeReading, TurnFold, reading_from_fold, zone_info
 from ctxline.sources.todo import TodoFold
-from ctxline.tags import element, escape
+from ctxline.tags import element, escape, one_line, quote_name
 
 __all__ = [
     "STATUS_KIND",
@@ -152,7 +152,8 @@ class StatusWarning:
     count: int
 
     def line(self) -> str:
-        call = f"{self.tool} {_clip(self.arguments)}"
+        """The warning as one line (the tool name quoted unless plain, the arguments on one line)."""
+        call = f"{quote_name(self.tool)} {one_line(_clip(self.arguments))}"
         if self.kind == "failing":
             return (
                 f"the same call failed {self.count} times in a row: {call}. Read the error and "
@@ -281,7 +282,8 @@ class StatusFold:
         return element("ctx-status", self.body(now, time_reading))
 
     def body(self, now: datetime | None = None, time_reading: TimeReading | None = None) -> str:
-        """The text inside ``<ctx-status>`` (every value in it escaped)."""
+        """The text inside ``<ctx-status>``: every line is ctxline's, every value in it escaped
+        and on one line (:func:`~ctxline.tags.one_line`; tool names quoted unless plain)."""
         zone = zone_info(self.config.zone)
         sections: list[str] = []
         todos = self.todo.items()
@@ -295,7 +297,7 @@ class StatusFold:
                         f", updated {t.updated_at.astimezone(zone).isoformat(timespec='seconds')}"
                     )
                 lines.append(
-                    f"- [{escape(t.status)}] {escape(t.id)}: {escape(t.content)} ({times})"
+                    f"- [{one_line(t.status)}] {one_line(t.id)}: {one_line(t.content)} ({times})"
                 )
             sections.append("\n".join(lines))
         calls = self._counter_lines()
@@ -303,14 +305,14 @@ class StatusFold:
             sections.append("\n".join(["tool calls:", *calls]))
         warnings = self.warnings()
         if warnings:
-            sections.append("\n".join(["warnings:", *(f"- {escape(w.line())}" for w in warnings)]))
+            sections.append("\n".join(["warnings:", *(f"- {w.line()}" for w in warnings)]))
         env = self._environment_lines()
         if env:
             sections.append("\n".join(["environment:", *env]))
         if time_reading is None and now is not None and self.config.time is not None:
             time_reading = reading_from_fold(self.turn, now, self.config.time, None)
         if time_reading is not None:
-            lines = [f"- {line}" for line in escape(time_reading.text).split("\n")]
+            lines = [f"- {one_line(line)}" for line in time_reading.text.split("\n")]
             sections.append("\n".join(["time:", *lines]))
         body = "\n".join(sections) if sections else "nothing to report yet"
         return f"\n{body}\n"
@@ -321,7 +323,7 @@ class StatusFold:
         names.extend(n for n in self.config.limits if n not in self.counts)
         for name in names:
             n = self.counts.get(name, 0)
-            text = f"- {escape(name)} invoked {n} time{'' if n == 1 else 's'}"
+            text = f"- {quote_name(name)} invoked {n} time{'' if n == 1 else 's'}"
             failed = self.failures.get(name, 0)
             if failed:
                 text += f", {failed} failed"
@@ -337,7 +339,7 @@ class StatusFold:
         if cwd is None and self.cwd_moved:
             cwd = "unknown (changed by a command that could not be followed)"
         values = (("cwd", cwd), ("os", env.os), ("shell", env.shell), ("python", env.python))
-        return [f"- {label}: {escape(value)}" for label, value in values if value]
+        return [f"- {label}: {one_line(value)}" for label, value in values if value]
 
 
 def snapshot_text(event: StatusSnapshot) -> str:

@@ -62,6 +62,7 @@ __all__ = [
     "TurnFold",
     "format_elapsed",
     "format_now",
+    "reading_text",
     "render_time",
     "side_channel_stamp",
     "time_block",
@@ -197,7 +198,8 @@ class TimeReading:
     """One rendered time value: what the model saw, when it was sampled, for which turn."""
 
     text: str
-    """The two lines (``now: …`` and ``elapsed …: …``), already final."""
+    """The two lines (``now: …`` and ``elapsed …: …``), already final; a reading read back
+    from a logged request gets them derived again from its fields (:meth:`from_json`)."""
     sampled_at: datetime
     turn_seq: int
     zone: str
@@ -221,22 +223,27 @@ class TimeReading:
             raise ValidationError("a time reading needs text and zone", field="time")
         if not isinstance(turn, int) or isinstance(turn, bool):
             raise ValidationError("expected an integer", field="time.turn_seq")
-        if elapsed is not None and (not isinstance(elapsed, int) or isinstance(elapsed, bool)):
-            raise ValidationError("expected an integer or null", field="time.elapsed_s")
-        return cls(
-            text, parse_at(data.get("sampled_at"), where="time.sampled_at"), turn, zone, elapsed
-        )
+        if elapsed is not None and (
+            not isinstance(elapsed, int) or isinstance(elapsed, bool) or elapsed < 0
+        ):
+            raise ValidationError("expected an integer >= 0 or null", field="time.elapsed_s")
+        sampled = parse_at(data.get("sampled_at"), where="time.sampled_at")
+        zone_info(zone)
+        # the text is derived again, never taken from the log: only code writes time lines
+        return cls(reading_text(sampled, zone, elapsed), sampled, turn, zone, elapsed)
+
+
+def reading_text(now: datetime, zone: str, elapsed: int | None) -> str:
+    """The two lines of a reading taken at ``now`` (``elapsed`` None: the first turn)."""
+    elapsed_text = FIRST_TURN if elapsed is None else format_elapsed(elapsed)
+    return f"{NOW_LABEL}: {format_now(now, zone)}\n{ELAPSED_LABEL}: {elapsed_text}"
 
 
 def _sample(turn: TurnFold, now: datetime, zone: str) -> TimeReading:
-    if turn.baseline_at is None:
-        elapsed: int | None = None
-        elapsed_text = FIRST_TURN
-    else:
+    elapsed: int | None = None
+    if turn.baseline_at is not None:
         elapsed = max(0, int((now - turn.baseline_at) // timedelta(seconds=1)))
-        elapsed_text = format_elapsed(elapsed)
-    text = f"{NOW_LABEL}: {format_now(now, zone)}\n{ELAPSED_LABEL}: {elapsed_text}"
-    return TimeReading(text, now.astimezone(UTC), turn.turn_seq, zone, elapsed)
+    return TimeReading(reading_text(now, zone, elapsed), now.astimezone(UTC), turn.turn_seq, zone, elapsed)
 
 
 def reading_from_fold(

@@ -52,7 +52,7 @@ from ctxline.render.neutral import HistoryBuilder, NeutralMessage, ToolSpec
 from ctxline.render.openai import OpenAIAssembler
 from ctxline.sources.base import Source
 from ctxline.sources.branch import BranchMark, render_branch
-from ctxline.sources.guide import GuideRegistry, MessageKind
+from ctxline.sources.guide import GuideRegistry, MessageKind, guide_version
 from ctxline.sources.status import snapshot_text
 from ctxline.sources.timectx import side_channel_stamp
 from ctxline.tokens.counters import CountLookup, TextCounts, TokenCounter
@@ -191,7 +191,8 @@ class RecordFold:
             case SystemMessage():
                 self.system_texts.append(event.text)
             case Guide():
-                self.guide = self.adopted_guide = event
+                if event.version == guide_version(event.text):  # else not ctxline's: ignored
+                    self.guide = self.adopted_guide = event
             case Tools():
                 self.tools, self.tools_event = tool_specs(event), event
                 self.tools_bytes = canonical_json(list(event.tools))

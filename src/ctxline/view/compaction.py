@@ -34,10 +34,11 @@ from ctxline.record.events import (
     UserMessage,
 )
 from ctxline.render.openai import arguments_text
+from ctxline.sources.base import Block
 from ctxline.sources.guide import MessageKind
-from ctxline.sources.rules import render_rule, rule_in_force
-from ctxline.sources.state import render_state
-from ctxline.tags import element, escape
+from ctxline.sources.rules import rule_block, rule_in_force
+from ctxline.sources.state import state_block
+from ctxline.tags import element, escape, one_line, quote_name
 from ctxline.tokens.counters import TokenCounter
 from ctxline.view.edits import groups as _groups
 from ctxline.view.measure import ViewMessage
@@ -93,9 +94,9 @@ def _line(ev: StoredEvent, calls: dict[str, ToolCall]) -> str | None:
         args = _clip(arguments_text(call.arguments), 120) if call is not None else ""
         status = "error" if e.is_error else "ok"
         first = next((line for line in e.content.splitlines() if line.strip()), "")
-        return f"[{ev.seq}] {name}({args}) → {status}: {_clip(first, 120)}"
+        return f"[{ev.seq}] {quote_name(name)}({args}) → {status}: {_clip(first, 120)}"
     if isinstance(e, Notification):
-        return f"[{ev.seq}] notification from {e.source}: {_clip(e.text, 160)}"
+        return f"[{ev.seq}] notification from {quote_name(e.source)}: {_clip(e.text, 160)}"
     return None
 
 
@@ -201,19 +202,28 @@ class SpanFold:
                 self.files[match] = None
 
     def digest(self, handles: dict[int, str]) -> str:
+        """Three lines, each ctxline's: tool names quoted unless plain, paths on one line."""
         saved = [f"seq {seq}: {ref}" for seq, ref in sorted(handles.items()) if seq <= self.upto]
-        tools = ", ".join(f"{name} ×{n}" for name, n in sorted(self.tools.items()))
+        tools = ", ".join(f"{quote_name(name)} ×{n}" for name, n in sorted(self.tools.items()))
+        files = ", ".join(one_line(path) for path in list(self.files)[-25:])
         return "\n".join(
             [
                 "tools used: " + (tools or "none"),
                 "saved outputs (read_result): " + ("; ".join(saved[-12:]) or "none"),
-                "files touched: " + (", ".join(list(self.files)[-25:]) or "none"),
+                "files touched: " + (files or "none"),
             ]
         )
 
     def reaffirm(self, now: datetime | None = None) -> list[str]:
-        rules = [render_rule(r) for r in self.rules.values() if rule_in_force(r, now)]
-        return rules + [render_state(s) for s in self.state.values()]
+        """One line per rule in force and per state value (their text on one line)."""
+        rules = [_line_block(rule_block(r)) for r in self.rules.values() if rule_in_force(r, now)]
+        return rules + [_line_block(state_block(s)) for s in self.state.values()]
+
+
+def _line_block(block: Block) -> str:
+    """A block on one line: its body escaped with line breaks written as escapes."""
+    body = None if block.body is None else one_line(block.body)
+    return element(block.tag, body, **dict(block.attrs))
 
 
 def digest(events: Sequence[StoredEvent], handles: dict[int, str]) -> str:

@@ -151,6 +151,7 @@ def render_step(
         if tools
         else ""
     )
+    ids: tuple[tuple[str, str], ...]
     if options.provider == "openai":
         parts = cache.openai.assemble(
             system=system,
@@ -161,6 +162,7 @@ def render_step(
             max_tokens=options.max_output or None,
             extra=inputs.body_extra(options.provider),
         )
+        ids = cache.openai.ids
     else:
         parts = cache.anthropic.assemble(
             system=system,
@@ -173,6 +175,7 @@ def render_step(
             cache=options.cache,
             extra=inputs.body_extra(options.provider),
         )
+        ids = cache.anthropic.ids
     sections = TokenSections(
         tools=cache.count_texts([tools_json], setup)[0] if tools else 0,
         system=cache.count_texts([system], setup)[0] + FRAMING_TOKENS if system else 0,
@@ -205,6 +208,7 @@ def render_step(
         pairing=Pairing.of(builder.report()),
         guide_version=rec.guide.version if rec.guide is not None else None,
         status=status if isinstance(status, dict) else None,
+        ids=ids,
     )
     made = PreviousRequest(step, frozen, len(frozen), cache.generation, fingerprint, live, inputs.tail)
     if remember:

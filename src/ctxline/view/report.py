@@ -186,6 +186,9 @@ class Report(Mapping[str, JsonValue]):
     pairing: Pairing
     guide_version: str | None
     status: Mapping[str, JsonValue] | None = None
+    ids: tuple[tuple[str, str], ...] = ()
+    """``(view call id, id sent)`` for call ids the provider would not accept as they are
+    (see :mod:`ctxline.render.ids`); in the JSON only when there is one."""
 
     def to_json(self) -> dict[str, JsonValue]:
         out: dict[str, JsonValue] = {
@@ -202,6 +205,8 @@ class Report(Mapping[str, JsonValue]):
         }
         if self.status is not None:
             out["status"] = dict(self.status)
+        if self.ids:
+            out["ids"] = [list(pair) for pair in self.ids]
         return out
 
     def __getitem__(self, key: str) -> JsonValue:

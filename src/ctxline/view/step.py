@@ -130,7 +130,10 @@ class _Step:
         registry = rec.registry(self.setup.view)
         text = registry.compose()
         version = registry.version()
-        if (rec.guide.version if rec.guide else None) != version and (text or rec.guide):
+        # the guide rendered is always the registry's text: a recorded guide with the same
+        # version but another text (written from outside) is never what the model reads
+        current = (rec.guide.version, rec.guide.text) if rec.guide else None
+        if current != (version, text) and (text or rec.guide):
             rec.guide = Guide(version, text)
 
     def inputs(self) -> StepInputs:
@@ -263,7 +266,8 @@ def plan_step(
     step.render()
     run_ladder(step, setup.rungs, setup.ladder)
     guide, adopted_guide = rec.guide, rec.adopted_guide
-    if guide is not None and (adopted_guide is None or adopted_guide.version != guide.version):
+    adopted = (adopted_guide.version, adopted_guide.text) if adopted_guide is not None else None
+    if guide is not None and adopted != (guide.version, guide.text):
         step.add(Guide(guide.version, guide.text))
     prep = step.prep
     assert prep is not None

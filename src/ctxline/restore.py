@@ -1,0 +1,263 @@
+"""ctxline's own kinds from a file: refused, or restored from a ctxline export — checked.
+
+Why: the ``guide``, ``tools``, ``request``, ``reduction`` and ``status`` kinds carry
+authority (the system prompt, the tool list, the step counter, the view's edits, the
+status bar), so they count only when ctxline's planner wrote them in this store. A file
+is not that: :func:`refuse_own_kinds` stops an import at the first one, naming its kind,
+file and line (the CLI exits 2). ``ctxline import --trusted`` is the one exception, for
+restoring a ctxline export, and even then nothing is taken on faith —
+:func:`restore_sessions` checks and re-derives every own event from the record before it:
+
+- ``guide``: its version must be the sha256 of its text, and the text must be ctxline's
+  guide composed from message kinds ctxline knows (``known_kinds``) — it is composed
+  again from those kinds, so no stored text reaches the system prompt;
+- ``tools``: name, description and parameters only; a tool named like one of ctxline's
+  built-ins gets the built-in's spec, so a restored list never replaces them (and the
+  next step re-adopts the Context's own tools anyway; descriptions and schemas are
+  escaped when rendered);
+- ``request``: its step must be its position among the timeline's requests and its
+  ``upto_seq`` the event before it (the planner counts headers, it never reads a step
+  number); a logged time reading and status block must be what code derives;
+- ``reduction``: it may only refer to earlier events of the kind it edits;
+- ``status``: every line must be what :class:`~ctxline.sources.status.StatusFold`
+  computes from the record before it (:mod:`ctxline.sources.status_check`).
+
+A kind added later to :data:`~ctxline.record.events.OWN_KINDS` without a check here is
+refused even with ``--trusted``.
+
+    sessions = restore_sessions(load_tree(path), trusted=False)  # raises on an own kind
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+from datetime import UTC, datetime
+
+from ctxline.errors import ValidationError
+from ctxline.importers import ImportedSession
+from ctxline.record.events import (
+    OWN_KINDS,
+    Event,
+    Guide,
+    JsonValue,
+    Pending,
+    Reduction,
+    RequestHeader,
+    StatusSnapshot,
+    StoredEvent,
+    ToolResult,
+    Tools,
+    UserMessage,
+)
+from ctxline.sources.dynamic import DYNAMIC_KIND
+from ctxline.sources.guide import CORE_KINDS, GUIDE_HEADING, GUIDE_INTRO, MessageKind, guide_version
+from ctxline.sources.status import STATUS_KIND
+from ctxline.sources.status_check import StatusChecker
+from ctxline.sources.timectx import TIME_KIND, TimeReading
+from ctxline.tools.builtin import BUILTIN_TOOLS
+from ctxline.view.compaction import COMPACTION_KINDS
+
+__all__ = ["KNOWN_KINDS", "refuse_own_kinds", "refuse_own_kinds_at", "restore_sessions"]
+
+KNOWN_KINDS: tuple[MessageKind, ...] = (
+    *CORE_KINDS,
+    STATUS_KIND,
+    TIME_KIND,
+    DYNAMIC_KIND,
+    *COMPACTION_KINDS,
+)
+"""The message kinds whose guide lines a restored guide may hold."""
+
+_SHA = re.compile(r"sha256:[0-9a-f]{64}")
+_TOOL_KEYS = frozenset({"name", "description", "parameters"})
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _where(imported: ImportedSession, index: int) -> tuple[int | None, str | None]:
+    lines = imported.lines
+    line = lines[index] if index < len(lines) else None
+    file = imported.meta.get("file")
+    return line, file if isinstance(file, str) else None
+
+
+def _refused(imported: ImportedSession, index: int, kind: str, why: str) -> ValidationError:
+    line, file = _where(imported, index)
+    where = "" if line is not None else f" (event {index + 1} of session {imported.id!r})"
+    return ValidationError(f"a {kind!r} event{where}: {why}", field="kind", line=line, source=file)
+
+
+_NOT_FROM_OUTSIDE = (
+    "that kind is ctxline's own record (written by its step planner) and is not taken from"
+    " outside"
+)
+
+
+def refuse_own_kinds_at(pending: Pending, *, line: int, source: str) -> None:
+    """Refuse one event of ``ctxline append`` that is of an own kind, naming its line."""
+    kind = pending.event.kind
+    if kind in OWN_KINDS:
+        raise ValidationError(
+            f"a {kind!r} event: {_NOT_FROM_OUTSIDE}", field="kind", line=line, source=source
+        )
+
+
+def refuse_own_kinds(sessions: Iterable[ImportedSession]) -> list[ImportedSession]:
+    """``sessions`` unchanged, or a :class:`ValidationError` at the first own kind."""
+    out = list(sessions)
+    for imported in out:
+        for index, pending in enumerate(imported.events):
+            kind = pending.event.kind
+            if kind in OWN_KINDS:
+                raise _refused(
+                    imported,
+                    index,
+                    kind,
+                    f"{_NOT_FROM_OUTSIDE}; restore a ctxline export with --trusted",
+                )
+    return out
+
+
+def restore_sessions(
+    sessions: Iterable[ImportedSession],
+    *,
+    trusted: bool,
+    known_kinds: Sequence[MessageKind] = KNOWN_KINDS,
+) -> list[ImportedSession]:
+    """The sessions to import: own kinds refused, or (``trusted``) checked and re-derived."""
+    if not trusted:
+        return refuse_own_kinds(sessions)
+    return [_restore(imported, known_kinds) for imported in sessions]
+
+
+class _Restore:
+    """One session's events in order, with what the checks need from before each."""
+
+    def __init__(self, imported: ImportedSession, known: Sequence[MessageKind]) -> None:
+        self.imported = imported
+        self.known = {kind.line(): kind for kind in known}
+        self.stored: list[StoredEvent] = []
+        self.requests = 0
+        self.status = StatusChecker()
+        self.builtins = {tool.spec.name: tool.spec for tool in BUILTIN_TOOLS}
+
+    def event(self, index: int, event: Event) -> Event:
+        match event:
+            case Guide():
+                return self.guide(event)
+            case Tools():
+                return self.tools(event)
+            case RequestHeader():
+                return self.request(event)
+            case Reduction():
+                return self.reduction(event)
+            case StatusSnapshot():
+                why = self.status.check(event.text, self.stored)
+                if why is not None:
+                    raise ValueError(f"not the status ctxline computes from the record: {why}")
+                return event
+        if event.kind in OWN_KINDS:  # a kind this version cannot check
+            raise ValueError("this version of ctxline cannot check that kind, so it is not restored")
+        return event
+
+    def guide(self, event: Guide) -> Guide:
+        if event.version != guide_version(event.text):
+            raise ValueError("its version is not the sha256 of its text")
+        lines = event.text.split("\n")
+        if lines[:4] != [GUIDE_HEADING, "", GUIDE_INTRO, ""] or len(lines) < 5:
+            raise ValueError("its text is not a guide ctxline composes")
+        for line in lines[4:]:
+            if line not in self.known:
+                raise ValueError(f"its line {line[:80]!r} is not a message kind ctxline knows")
+        text = "\n".join([GUIDE_HEADING, "", GUIDE_INTRO, "", *(self.known[x].line() for x in lines[4:])])
+        return Guide(guide_version(text), text, event.meta)
+
+    def tools(self, event: Tools) -> Tools:
+        out: list[dict[str, JsonValue]] = []
+        names: set[str] = set()
+        for i, tool in enumerate(event.tools):
+            name, description, parameters = (
+                tool.get("name"),
+                tool.get("description", ""),
+                tool.get("parameters", {}),
+            )
+            if set(tool) - _TOOL_KEYS:
+                raise ValueError(f"tool {i} has fields other than name, description, parameters")
+            if not isinstance(name, str) or not name or name in names:
+                raise ValueError(f"tool {i} needs a unique non-empty string name")
+            if not isinstance(description, str) or not isinstance(parameters, dict):
+                raise ValueError(f"tool {name!r}: description must be a string, parameters an object")
+            names.add(name)
+            spec = self.builtins.get(name)
+            if spec is not None:  # ctxline's own tool: its spec is code's, never the file's
+                tool = {"name": spec.name, "description": spec.description, "parameters": spec.parameters}
+            out.append(dict(tool))
+        return replace(event, tools=tuple(out))
+
+    def request(self, event: RequestHeader) -> RequestHeader:
+        self.requests += 1
+        seq = len(self.stored) + 1
+        if event.step != self.requests:
+            raise ValueError(f"it says step {event.step}, but it is request {self.requests} of this timeline")
+        if event.upto_seq != seq - 1:
+            raise ValueError(f"it covers events up to seq {event.upto_seq}, but it is event {seq}")
+        if not _SHA.fullmatch(event.sha256):
+            raise ValueError("its sha256 is not 'sha256:' and 64 hex digits")
+        step = event.report.get("step")
+        if step is not None and step != event.step:
+            raise ValueError(f"its report says step {step!r}")
+        meta = event.inputs.get("meta")
+        status = meta.get("status") if isinstance(meta, dict) else None
+        time = status.get("time") if isinstance(status, dict) else None
+        if isinstance(time, dict):
+            try:
+                derived = TimeReading.from_json(time)
+            except ValidationError as exc:
+                raise ValueError(f"its time reading: {exc}") from None
+            if derived.text != time.get("text"):
+                raise ValueError("its time reading's text is not the one its fields give")
+        tail = event.inputs.get("tail")
+        for text in tail if isinstance(tail, list) else []:
+            if isinstance(text, str) and text.startswith("<ctx-status>") and text.endswith("</ctx-status>"):
+                why = self.status.check(text[len("<ctx-status>") : -len("</ctx-status>")], self.stored)
+                if why is not None:
+                    raise ValueError(f"its status block is not what the record gives: {why}")
+        return event
+
+    def reduction(self, event: Reduction) -> Reduction:
+        seq = len(self.stored) + 1
+
+        def result(at: int) -> bool:
+            return 0 < at < seq and isinstance(self.stored[at - 1].event, ToolResult)
+
+        if event.saved_tokens < 0:
+            raise ValueError("negative saved_tokens")
+        if event.action == "trim" and not all(result(s) for s in event.seqs):
+            raise ValueError("it trims events that are not earlier tool results")
+        if event.action == "fold":
+            for key, later in event.refs.items():
+                if not (key.isdigit() and result(int(key)) and result(later) and later > int(key)):
+                    raise ValueError("it folds results into ones that are not later tool results")
+        if event.action == "compact":
+            if not 0 < event.upto_seq < seq:
+                raise ValueError(f"it compacts up to seq {event.upto_seq}, not an earlier event")
+            for kept in event.keep:
+                if not (0 < kept <= event.upto_seq and isinstance(self.stored[kept - 1].event, UserMessage)):
+                    raise ValueError(f"it keeps seq {kept}, not a user message it compacts")
+        return event
+
+
+def _restore(imported: ImportedSession, known: Sequence[MessageKind]) -> ImportedSession:
+    state = _Restore(imported, known)
+    events: list[Pending] = []
+    for index, pending in enumerate(imported.events):
+        event = pending.event
+        try:
+            event = state.event(index, event)
+        except ValueError as exc:
+            raise _refused(imported, index, event.kind, str(exc)) from None
+        events.append(replace(pending, event=event))
+        at = pending.at or _EPOCH
+        state.stored.append(StoredEvent(index + 1, pending.id or f"#{index + 1}", at, event))
+    return replace(imported, events=events)
