@@ -148,7 +148,8 @@ class AnthropicAssembler:
 
     def reset(self) -> None:
         self._ids = _ids()
-        self.ids: tuple[tuple[str, str], ...] = ()
+        self.ids: IdMap = self._ids
+        """The ids of the last body: ``self.ids(call_id)`` is the id it sent for a call."""
         """The call ids of the last body that are not sent as they are: (view id, sent id)."""
         self._stream = Stream()
         self._first_role: str | None = None
@@ -249,7 +250,7 @@ class AnthropicAssembler:
         if first_role == "assistant":
             lead += _message_bytes("user", [{"type": "text", "text": CONTINUED}])
         live_items = [_message_bytes(role, blocks) for role, blocks in groups]
-        self.ids = tuple(ids.changed())
+        self.ids = ids
         return self._stream.body(lead, first_role == "assistant", live_items, foot)
 
 

@@ -117,7 +117,8 @@ class OpenAIAssembler:
         self._stream = Stream()
         self._fed = 0
         self._ids = IdMap(ID_LIMITS["openai"])
-        self.ids: tuple[tuple[str, str], ...] = ()
+        self.ids: IdMap = self._ids
+        """The ids of the last body: ``self.ids(call_id)`` is the id it sent for a call."""
         """The call ids of the last body that are not sent as they are: (view id, sent id)."""
         self._head_key: tuple[object, ...] | None = None
         self._head_foot = (b"", b"")
@@ -167,7 +168,7 @@ class OpenAIAssembler:
             raise ValidationError("a request needs at least one message", field="messages")
         ids = OverlayIds(self._ids)
         items = [canonical_json(_message(m, ids)) for m in live]
-        self.ids = tuple(ids.changed())
+        self.ids = ids
         return self._stream.body(lead, bool(system), items, foot)
 
 

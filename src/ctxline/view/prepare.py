@@ -30,6 +30,7 @@ from typing import Any
 
 from ctxline.record.codec import canonical_json
 from ctxline.record.events import Guide, JsonValue, RequestHeader, StoredEvent
+from ctxline.render.ids import IdMap
 from ctxline.render.neutral import NeutralMessage
 from ctxline.render.stream import BodyParts
 from ctxline.sources.base import Source
@@ -151,7 +152,7 @@ def render_step(
         if tools
         else ""
     )
-    ids: tuple[tuple[str, str], ...]
+    id_map: IdMap
     if options.provider == "openai":
         parts = cache.openai.assemble(
             system=system,
@@ -162,7 +163,7 @@ def render_step(
             max_tokens=options.max_output or None,
             extra=inputs.body_extra(options.provider),
         )
-        ids = cache.openai.ids
+        id_map = cache.openai.ids
     else:
         parts = cache.anthropic.assemble(
             system=system,
@@ -175,7 +176,9 @@ def render_step(
             cache=options.cache,
             extra=inputs.body_extra(options.provider),
         )
-        ids = cache.anthropic.ids
+        id_map = cache.anthropic.ids
+    since = rec.last_header.upto_seq if rec.last_header is not None else 0
+    ids = _new_ids(id_map, frozen, open_messages, since)
     sections = TokenSections(
         tools=cache.count_texts([tools_json], setup)[0] if tools else 0,
         system=cache.count_texts([system], setup)[0] + FRAMING_TOKENS if system else 0,
@@ -220,6 +223,27 @@ def render_step(
         frozen, cache.frozen_tokens, len(frozen), open_messages, live_tokens[: len(open_messages)]
     )
     return Preparation(parts, parts.sha256, report, header, rec.guide, history)
+
+
+def _new_ids(
+    id_map: IdMap,
+    frozen: Sequence[NeutralMessage],
+    open_messages: Sequence[NeutralMessage],
+    since: int,
+) -> tuple[tuple[str, str], ...]:
+    """(view id, sent id) of the calls recorded after ``since`` whose id the provider could
+    not take as it is: the step's part of the mapping (O(new); the mapping is a pure
+    function of the ids, so the whole of it is the fold of these)."""
+    found: list[tuple[str, str]] = []
+    for messages in (open_messages, frozen):
+        for message in reversed(messages):
+            if 0 < message.seq <= since:
+                return tuple(reversed(found))
+            for call in reversed(message.tool_calls):
+                sent = id_map(call.id)
+                if sent != call.id:
+                    found.append((call.id, sent))
+    return tuple(reversed(found))
 
 
 def _prefix(
