@@ -10,6 +10,8 @@ the payload itself) belongs to that step alone:
 * ``store.append``: ``SQLiteStore.append`` of a tool call and its 200 MB result, after
   ``put_text`` saved the result as a blob (what the timeline writer does);
 * ``store.read``: reading the session back (every hash link checked);
+* ``context.prepare``: a Context over that session preparing its next request (the
+  result read back, shown as a preview with a handle, the step appended);
 * ``doctor``: ``ctxline doctor`` on the database (every row parsed, every link and blob
   re-hashed, ``PRAGMA integrity_check``);
 * ``cli.append``: ``ctxline append`` reading the same result as one JSONL line on stdin
@@ -83,6 +85,14 @@ def child(step: str, url: str, size_mb: int) -> dict[str, float]:
         store = open_store(url, read_only=True)
         events = store.read("big")
         assert len(events) >= 2
+        store.close()
+    elif step == "context.prepare":
+        from ctxline import Context, PrepareOptions
+
+        store = open_store(url)
+        ctx = Context(store, "big", create=False, options=PrepareOptions(context_window=128_000))
+        prep = ctx.prepare()
+        assert "output shown as a preview" in prep.body_bytes.decode()
         store.close()
     elif step == "create":
         open_store(url).create_session("big")
@@ -177,6 +187,7 @@ def measure(size_mb: int, folder: Path, pg: str | None) -> list[dict[str, object
     add("store.append", run_child("store.append", url, size_mb))
     add("store.read", run_child("store.read", url, size_mb))
     add("doctor", run_child("doctor", url, size_mb))
+    add("context.prepare", run_child("context.prepare", url, size_mb))
     rows.append(
         {
             "step": "database",

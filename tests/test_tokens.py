@@ -458,3 +458,15 @@ def test_search_order(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("TIKTOKEN_CACHE_DIR", "")
     monkeypatch.delenv("CTXLINE_TIKTOKEN_DIR")
     assert tf.search_dirs() == [tf.BUNDLED_DIR]
+
+
+def test_a_huge_text_is_counted_in_slices_close_to_the_exact_count() -> None:
+    from ctxline.tokens import counters
+
+    counter = get_counter("o200k")
+    text = "".join(f"build step {i}: compiling module {i % 97} ok\n" for i in range(230_000))
+    assert len(text) > counters._HUGE
+    exact = len(counter.encoding.encode_ordinary(text))  # type: ignore[attr-defined]
+    sliced = counter.count(text)
+    assert sliced == counter.count(text)  # the same on every run
+    assert abs(sliced - exact) <= len(text) // counters._PIECE + 1  # a token per slice at most

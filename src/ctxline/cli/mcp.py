@@ -9,7 +9,6 @@ records into, without linking ctxline in. Needs the ``mcp`` extra.
 
 from __future__ import annotations
 
-import anyio
 import click
 
 from ctxline.cli.common import db_option, fail, one_line_errors
@@ -29,9 +28,11 @@ __all__ = ["mcp_cmd"]
 def mcp_cmd(db: str, session: str, timeline: str, todo: bool) -> None:
     """Serve read_result, search_history and the todo tools of SESSION over stdio (MCP)."""
     try:
+        import anyio
+
         from ctxline.integrations.mcp_server import serve_stdio
-    except MissingExtra as exc:
-        fail(str(exc))
+    except ImportError as exc:  # the mcp extra is not installed
+        fail(str(exc) if isinstance(exc, MissingExtra) else str(MissingExtra("mcp", "mcp")))
     with one_line_errors():
         store = open_store(db, create=False)  # serving a session never creates a database
         try:

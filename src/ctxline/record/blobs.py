@@ -15,13 +15,28 @@ from typing import Protocol, runtime_checkable
 
 from ctxline.errors import BlobError
 
-__all__ = ["BlobStore", "MemoryBlobs", "blob_ref", "parse_ref", "verify"]
+__all__ = ["TEXT_PIECE", "BlobStore", "MemoryBlobs", "blob_ref", "parse_ref", "text_ref", "verify"]
 
 ALGORITHM = "sha256"
 
 
 def blob_ref(data: bytes) -> str:
     return f"{ALGORITHM}:{hashlib.sha256(data).hexdigest()}"
+
+
+TEXT_PIECE = 1 << 20
+"""Characters hashed at a time by :func:`text_ref` (a huge output is never encoded whole)."""
+
+
+def text_ref(text: str) -> str:
+    """``blob_ref(text.encode())``, hashed a slice at a time (UTF-8 encodes each code point
+    on its own, so the slices' bytes are the whole text's bytes)."""
+    if len(text) <= TEXT_PIECE:
+        return blob_ref(text.encode())
+    h = hashlib.sha256()
+    for start in range(0, len(text), TEXT_PIECE):
+        h.update(text[start : start + TEXT_PIECE].encode())
+    return f"{ALGORITHM}:{h.hexdigest()}"
 
 
 def parse_ref(ref: str) -> str:

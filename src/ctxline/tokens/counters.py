@@ -131,8 +131,15 @@ def _sliced_len(enc: tiktoken.Encoding, text: str) -> int:
     return sum(len(enc.encode_ordinary(text[i : i + _PIECE])) for i in range(0, len(text), _PIECE))
 
 
+_HUGE = 8_000_000
+"""Over this many characters a text is counted in slices: encoding it whole would hold a
+list of millions of token ids (a 200 MB output: over a GB). Slices may split a token at
+their boundary, so the count is approximate there (a few tokens per slice), and the same
+on every run."""
+
+
 def _encoded_len(enc: tiktoken.Encoding, text: str) -> int:
-    if len(text) > _PIECE and any(run in text for run in _LONG_RUNS):
+    if len(text) > _HUGE or (len(text) > _PIECE and any(run in text for run in _LONG_RUNS)):
         return _sliced_len(enc, text)  # avoids the panic and its message on stderr
     try:
         return len(enc.encode_ordinary(text))
@@ -320,6 +327,14 @@ class TokenCache:
         return self.counts([stored])[0]
 
 
+def _sha1(text: str) -> str:
+    """The sha1 of ``text`` as UTF-8, a slice at a time (no whole copy of a huge text)."""
+    h = hashlib.sha1()
+    for start in range(0, len(text), 1 << 20):
+        h.update(text[start : start + (1 << 20)].encode("utf-8", "surrogatepass"))
+    return h.hexdigest()
+
+
 class TextCounts:
     """Counts of rendered texts, persisted by content hash so a cold start does not recount.
 
@@ -350,7 +365,7 @@ class TextCounts:
             if self.store is None or len(text) < self.min_chars:
                 short.append(i)
             else:
-                key = "text:" + hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()
+                key = "text:" + _sha1(text)
                 need.setdefault(key, []).append(i)
         if short:
             for i, n in zip(

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, assert_never, overload
 
-from ctxline.record.blobs import blob_ref
+from ctxline.record.blobs import text_ref
 from ctxline.record.codec import canonical_json
 from ctxline.record.events import (
     AssistantMessage,
@@ -419,7 +419,7 @@ class ViewCache:
             return stored
         handle = self.handles.get(seq)
         if handle is None:
-            handle = self.handles[seq] = blob_ref(event.content.encode())
+            handle = self.handles[seq] = text_ref(event.content)
             self.new_blobs[handle] = event.content
         return replace(
             stored, event=replace(event, content=preview(event.content, handle, tokens=tokens))

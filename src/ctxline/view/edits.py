@@ -12,6 +12,7 @@ assistant message and all its results), the unit nothing may split.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import assert_never
@@ -50,6 +51,38 @@ class ViewEdits:
         return c is not None and seq <= c.upto_seq and seq not in c.keep
 
 
+HUGE_CHARS = 8_000_000
+"""Over this many characters a preview never splits the whole output into lines."""
+
+# the boundaries str.splitlines() splits at
+_BREAK = re.compile("\r\n|[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+
+
+def _huge_lines(content: str, keep: int, tail: int, width: int) -> tuple[int, list[str], list[str]]:
+    """``content.splitlines()`` as far as a preview reads it — the number of lines, the
+    first ``keep`` and the last ``tail``, each clipped to ``width + 1`` characters (all a
+    preview shows) — without a list of millions of lines or a copy of a huge line."""
+    count, start = 0, 0
+    first: list[str] = []
+    for match in _BREAK.finditer(content):
+        if len(first) < keep:
+            first.append(content[start : min(match.start(), start + width + 1)])
+        start = match.end()
+        count += 1
+    if start < len(content):  # a last line without a break
+        count += 1
+        if len(first) < keep:
+            first.append(content[start : start + width + 1])
+    window = 1 << 16
+    while True:  # the last lines: a slice of the end that holds more than ``tail`` breaks
+        piece = content[-window:]
+        last = piece.splitlines()
+        if len(last) > tail or window >= len(content):
+            break
+        window *= 4
+    return count, first, [line[: width + 1] for line in last[-tail:]]
+
+
 def preview(
     content: str,
     handle: str,
@@ -60,28 +93,32 @@ def preview(
     width: int = 240,
 ) -> str:
     """A short stand-in for a long output: size, handle, first and last lines."""
-    lines = content.splitlines()
+    if len(content) > HUGE_CHARS:
+        count, first, last = _huge_lines(content, head_lines + tail_lines, tail_lines, width)
+    else:
+        lines = content.splitlines()
+        count, first, last = len(lines), lines, lines[-tail_lines:]
 
     def cut(line: str) -> str:
         return line if len(line) <= width else line[: width - 1] + "…"
 
     intro = (
-        f"[output shown as a preview: {len(content):,} characters, {len(lines):,} lines,"
+        f"[output shown as a preview: {len(content):,} characters, {count:,} lines,"
         f" ~{tokens:,} tokens. The full output is saved; read it with"
         f' read_result(handle="{handle}", page=1).]'
     )
-    if len(lines) <= head_lines + tail_lines:
-        body = [cut(line) for line in lines]
+    if count <= head_lines + tail_lines:
+        body = [cut(line) for line in first]
         if sum(len(b) for b in body) > width * (head_lines + tail_lines):
             body = [content[: width * head_lines] + "…"]
         return "\n".join([intro, *body])
-    omitted = len(lines) - head_lines - tail_lines
+    omitted = count - head_lines - tail_lines
     return "\n".join(
         [
             intro,
-            *(cut(line) for line in lines[:head_lines]),
+            *(cut(line) for line in first[:head_lines]),
             f"… {omitted:,} lines omitted …",
-            *(cut(line) for line in lines[-tail_lines:]),
+            *(cut(line) for line in last),
         ]
     )
 

@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
-from ctxline.record.blobs import blob_ref
+from ctxline.record.blobs import text_ref
 from ctxline.record.codec import canonical_json
 from ctxline.record.events import (
     Event,
@@ -192,7 +192,7 @@ class _Step:
     def handle(self, seq: int) -> str:
         event = self.chain[seq - 1].event
         assert isinstance(event, ToolResult)
-        return blob_ref(event.content.encode())
+        return text_ref(event.content)
 
     def optional_tail(self) -> list[tuple[str, int]]:
         return [(i.id, i.priority) for i in self.tail_items if not i.required and i.id not in self.dropped]
