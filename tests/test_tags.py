@@ -2,26 +2,17 @@
 
 from __future__ import annotations
 
-import re
-
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxline.tags import _fold, count_tags, element, escape
-
-_OPENER = re.compile(r"<\s*/?\s*ctx-", re.IGNORECASE)
+from ctxline.tags import count_tags, element, escape
+from lookalikes_table import openers
 
 
 def reference_escape(text: str) -> str:
-    """The obvious, slow version: fold every character, match on the folded text."""
-    folded: list[str] = []
-    origin: list[int] = []
-    for i, ch in enumerate(text):
-        f = _fold(ch)
-        if f:
-            folded.append(f)
-            origin.append(i)
-    starts = {origin[m.start()] for m in _OPENER.finditer("".join(folded))}
+    """The reference reading (tests/lookalikes_table.py): normalize the whole text the way a
+    model reads it, find every opener there, and map it back to the ``<`` that starts it."""
+    starts = set(openers(text))
     return "".join("&lt;" if i in starts else ch for i, ch in enumerate(text))
 
 
