@@ -309,7 +309,7 @@ class Discovery(BaseSource):
             return Resolution(
                 None, "unknown_tool",
                 f"{shown!r} is not among the tools you were shown for this step",
-                f"Nothing was run. {how[0].upper()}{how[1:]}.",
+                f"Nothing was run; {how}.",
             )
         found = problems(call.arguments, entry.spec.parameters)
         if found:
