@@ -82,8 +82,8 @@ def discoverable() -> ToolRegistry:
 
 def test_search_ranks_names_tags_parameters_and_descriptions() -> None:
     catalog = Catalog.of(discoverable())
-    assert [h.name for h in catalog.search("status")][0] == "git_status"
-    assert [h.name for h in catalog.search("issue key")][0] == "jira_get_issue"
+    assert catalog.search("status")[0].name == "git_status"
+    assert catalog.search("issue key")[0].name == "jira_get_issue"
     assert catalog.search("commit message")[0].name == "git_commit"
     assert catalog.search("jira")[0].name == "jira_get_issue"  # the tag and group count
     assert catalog.search("kubernetes pods") == []
@@ -138,16 +138,23 @@ def test_cache_stable_mode_keeps_the_tools_array_and_dispatches_through_call_too
     got = results(agent)
     assert got["s1"].meta["discovery"]["revealed"][0] == "git_status"
     assert '"name":"git_status"' in got["s1"].content  # the schema came with the result
-    assert got["c1"].content == "clean: /repo" and not got["c1"].is_error
+    assert got["c1"].content == "clean: /repo"
+    assert not got["c1"].is_error
     assert got["c1"].meta["discovery"] == {"tool": "git_status"}
-    assert got["c2"].is_error and "repo_path: required, missing" in got["c2"].content
-    assert "not a parameter" in got["c2"].content and "schema of 'git_status'" in got["c2"].content
-    assert got["c3"].is_error and "not among the tools you were shown" in got["c3"].content
-    assert got["c4"].is_error and 'call_tool(name="git_status"' in got["c4"].content
-    assert got["c5"].is_error and "nearest tools: git_status" in got["c5"].content
+    assert got["c2"].is_error
+    assert "repo_path: required, missing" in got["c2"].content
+    assert "not a parameter" in got["c2"].content
+    assert "schema of 'git_status'" in got["c2"].content
+    assert got["c3"].is_error
+    assert "not among the tools you were shown" in got["c3"].content
+    assert got["c4"].is_error
+    assert 'call_tool(name="git_status"' in got["c4"].content
+    assert got["c5"].is_error
+    assert "nearest tools: git_status" in got["c5"].content
     arrays = tool_names(agent)
     assert len({tuple(a) for a in arrays}) == 1  # never changed
-    assert "git_status" not in arrays[0] and {SEARCH_TOOLS, CALL_TOOL, "read_notes"} <= set(arrays[0])
+    assert "git_status" not in arrays[0]
+    assert {SEARCH_TOOLS, CALL_TOOL, "read_notes"} <= set(arrays[0])
     headers = [e.event for e in agent.ctx.events if isinstance(e.event, RequestHeader)]
     assert all(break_section(h) != "tools" for h in headers)
     assert headers[-1].inputs["meta"]["discovery"]["revealed"] == ["git_status", "git_commit"]
@@ -164,7 +171,8 @@ def test_a_call_before_its_reveal_was_seen_is_refused() -> None:
     agent = Agent(script, [], store=MemoryStore(), session="early", discovery=Discovery(discoverable()))
     agent.run("go")
     got = results(agent)
-    assert got["c1"].is_error and "not among the tools you were shown" in got["c1"].content
+    assert got["c1"].is_error
+    assert "not among the tools you were shown" in got["c1"].content
     assert "clean" not in got["c1"].content
 
 
@@ -184,12 +192,15 @@ def test_native_mode_reveals_into_the_tools_array_once_per_search() -> None:
     agent.run("go")
     got = results(agent)
     assert got["c1"].content == "clean: /r"
-    assert got["c2"].is_error and "search_tools reveals it" in got["c2"].content
+    assert got["c2"].is_error
+    assert "search_tools reveals it" in got["c2"].content
     assert got["c3"].content == "committed 'm'"
-    assert got["c4"].is_error and "(1/1 max)" in got["c4"].content  # max_calls of the revealed tool
+    assert got["c4"].is_error
+    assert "(1/1 max)" in got["c4"].content  # max_calls of the revealed tool
     arrays = tool_names(agent)
     assert "git_status" not in arrays[0]
-    assert "git_status" in arrays[1] and "git_commit" not in arrays[1]
+    assert "git_status" in arrays[1]
+    assert "git_commit" not in arrays[1]
     assert "git_commit" in arrays[3]
     headers = [e.event for e in agent.ctx.events if isinstance(e.event, RequestHeader)]
     breaks = [break_section(h) for h in headers]
