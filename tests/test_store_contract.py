@@ -402,9 +402,9 @@ def test_a_client_id_stored_in_another_session_is_refused_not_taken_for_a_retry(
 
 # --- memories (ctxline.record.store.memories): the same on every backend --------------
 
-from ctxline.record.store.memories import NewMemory, memories_of  # noqa: E402
+from ctxline.record.store.memories import NewMemory, Owner, memories_of  # noqa: E402
 
-SHOP = [("project", "shop"), ("user", "mia")]
+SHOP: list[Owner] = [("project", "shop"), ("user", "mia")]
 
 
 def test_memories_are_remembered_read_and_searched_within_their_owners(store: Store) -> None:
