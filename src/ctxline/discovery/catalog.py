@@ -42,6 +42,9 @@ NAME_WEIGHT = 3
 """Name words count this many times (a query word in the name matters most)."""
 FIELD_WEIGHT = 2
 """Tags, group and parameter names."""
+NAME_BONUS = 2.0
+"""Added times the share of a tool's name words the query holds: a query that names a
+tool (``create jira issue``) puts it before longer names that merely contain it."""
 MAX_CATALOG_BYTES = 50_000_000
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 
@@ -148,6 +151,7 @@ class Catalog:
             self._entries[entry.name] = entry
         self._docs = [(name, _index(e)) for name, e in self._entries.items()]
         self._docs_counted = [(i, doc, Counter(doc)) for i, (_, doc) in enumerate(self._docs)]
+        self._name_words = [frozenset(name_words(name)) for name, _ in self._docs]
 
     @classmethod
     def of(cls, tools: Iterable[Any]) -> Catalog:
@@ -202,13 +206,22 @@ class Catalog:
                 if (not tags or set(tags) & set(e.tags)) and (group is None or e.group == group)
             }
             docs = [d for d in docs if self._docs[d[0]][0] in keep]
-        scored = bm25_scores(docs, parsed)
+        wanted = parsed.words
+        scored = [
+            (i, score + NAME_BONUS * self._coverage(i, wanted))
+            for i, score in bm25_scores(docs, parsed)
+        ]
         scored.sort(key=lambda s: (-s[1], self._docs[s[0]][0]))
         out = []
         for i, score in scored[:limit]:
             name = self._docs[i][0]
             out.append(CatalogHit(name, round(score, 6), self._entries[name]))
         return out
+
+    def _coverage(self, i: int, wanted: frozenset[str]) -> float:
+        """The share of a tool's name words that the query holds (1.0: the query names it)."""
+        parts = self._name_words[i]
+        return len(parts & wanted) / len(parts) if parts else 0.0
 
     def nearest(self, name: str, k: int = 3) -> list[str]:
         """The catalog names closest to ``name`` (spelling first, then shared words)."""
