@@ -183,7 +183,9 @@ class Run:
             self.ctx.append(event)
 
     def figures(self, counter: Any, baseline: float | None) -> dict[str, JsonValue]:
-        search_tokens, tool_tokens, cost, breaks = 0, [], 0.0, Counter()
+        search_tokens, cost = 0, 0.0
+        tool_tokens: list[int] = []
+        breaks: Counter[str] = Counter()
         results: dict[str, int] = {}
         for prep in self.preps:
             for e in self.ctx.events:
@@ -235,12 +237,12 @@ def main() -> int:
     for run in runs.values():
         run.replay(events)
     base = runs["all_tools"].figures(counter, None)
-    baseline = float(base["tool_tokens_per_request"])  # type: ignore[arg-type]
+    baseline = float(base["tool_tokens_per_request"])
     modes = {"all_tools": base} | {
         m: runs[m].figures(counter, baseline) for m in ("native", "cache_stable")
     }
     native, stable = modes["native"], modes["cache_stable"]
-    best = min(("native", "cache_stable"), key=lambda m: modes[m]["input_cost_units"])  # type: ignore[arg-type,return-value]
+    best = min(("native", "cache_stable"), key=lambda m: modes[m]["input_cost_units"])
     print(
         json.dumps(
             {
@@ -255,10 +257,10 @@ def main() -> int:
                 "layout": f"{OPTIONS.provider}, {OPTIONS.tokenizer}",
                 "modes": modes,
                 "acceptance": {
-                    "native_share_le_15pct": native["share_of_all_tools"] <= 0.15,  # type: ignore[operator]
-                    "cache_stable_share_le_15pct": stable["share_of_all_tools"] <= 0.15,  # type: ignore[operator]
-                    "cache_stable_tools_breaks": stable["cache_breaks"].get("tools", 0),  # type: ignore[union-attr]
-                    "native_tools_breaks_per_reveal_le_1": native["tools_breaks_per_reveal"] <= 1,  # type: ignore[operator]
+                    "native_share_le_15pct": native["share_of_all_tools"] <= 0.15,
+                    "cache_stable_share_le_15pct": stable["share_of_all_tools"] <= 0.15,
+                    "cache_stable_tools_breaks": stable["cache_breaks"].get("tools", 0),
+                    "native_tools_breaks_per_reveal_le_1": native["tools_breaks_per_reveal"] <= 1,
                 },
                 "cheapest_mode": best.replace("_", "-"),
             }
