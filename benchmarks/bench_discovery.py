@@ -40,7 +40,6 @@ from ctxline.discovery import (
     SEARCH_TOOLS,
     Catalog,
     Discovery,
-    DiscoveryFold,
     load_catalog,
 )
 from ctxline.importers import load_tree
@@ -128,11 +127,7 @@ class Run:
         if self.discovery is None:
             self.ctx.set_tools([*self.core, *(e.spec for e in self.catalog)])
             return
-        fold = self.ctx.fold("discovery")
-        assert isinstance(fold, DiscoveryFold)
-        self.ctx.set_tools(
-            [*self.core, *self.discovery.offered(fold)], optional=self.discovery.optional(fold)
-        )
+        self.discovery.offer(self.ctx, self.core)
 
     def prepare(self) -> None:
         self.offer()

@@ -168,6 +168,16 @@ class Discovery(BaseSource):
             names.append(forced)
         return tuple(e.spec for n in names if (e := self.catalog.get(n)) is not None)
 
+    def offer(self, ctx: Any, core: Sequence[Any] = (), forced: str | None = None) -> bool:
+        """Before a request on a :class:`~ctxline.Context` (``ctx``): offer the ``core``
+        tools and what :meth:`offered` adds, the revealed ones optional for rung 3.
+        Returns whether the offered set changed (the runner calls this each step)."""
+        fold = ctx.fold(self.name)
+        assert isinstance(fold, DiscoveryFold), "the Context was not given this Discovery as a source"
+        revealed = self.offered(fold, forced)
+        changed: bool = ctx.set_tools([*core, *revealed], optional=self.optional(fold))
+        return changed
+
     def optional(self, fold: DiscoveryFold) -> tuple[str, ...]:
         """The revealed schemas rung 3 may drop, least needed first (native mode only)."""
         return tuple(fold.drop_order(self.keep_recent)) if self.mode == "native" else ()

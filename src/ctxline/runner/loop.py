@@ -32,7 +32,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from ctxline.context import BUILTIN_TOOLS, Context
-from ctxline.discovery.fold import DiscoveryFold
 from ctxline.discovery.source import Discovery
 from ctxline.errors import CompactionError, ContextOverflow, ValidationError
 from ctxline.models.base import ModelClient, ModelError, ModelReply
@@ -267,12 +266,8 @@ class Agent:
     def _offer_tools(self) -> None:
         """The next request's tools: the core ones and, in native discovery, the revealed
         schemas (those rung 3 may drop listed as optional, least needed first)."""
-        if self.discovery is None:
-            return
-        fold = self.ctx.fold(self.discovery.name)
-        assert isinstance(fold, DiscoveryFold)
-        revealed = self.discovery.offered(fold)
-        self.ctx.set_tools([*self._core_specs, *revealed], optional=self.discovery.optional(fold))
+        if self.discovery is not None:
+            self.discovery.offer(self.ctx, self._core_specs)
 
     async def _call_model(self, prep: Preparation) -> ModelReply:
         reply, events = await call_model(
