@@ -254,3 +254,27 @@ def test_rung_3_drops_unused_revealed_schemas_and_never_the_forced_one() -> None
     assert again.report.prefix.first_difference is None or again.report.prefix.first_difference.section == "tail"
     for step in (1, 2):
         assert ctx.rebuild(step) == (prep if step == 1 else again).body_bytes
+
+
+def test_after_a_compaction_the_revealed_tools_are_reaffirmed() -> None:
+    discovery = Discovery(discoverable(), reveal=2)
+    store = MemoryStore()
+    ctx = Context(store, "cmp", sources=[discovery])
+    ctx.append(UserMessage("check the repo"))
+    call = ToolCall("s", SEARCH_TOOLS, {"query": "git status"})
+    ctx.append(AssistantMessage("", (call,)))
+    outcome = ctx.call_tool(call)
+    assert outcome is not None
+    ctx.record_outcome(call, outcome)
+    for i in range(6):
+        ctx.append(UserMessage(f"more {i} " + "words " * 300))
+    assert ctx.compact(target=300) is not None
+    prep = ctx.prepare()
+    text = "\n".join(str(m.get("content")) for m in prep.body["messages"])
+    reaffirm = text[text.index("<ctx-reaffirm>") : text.index("</ctx-reaffirm>")]
+    assert '<ctx-tools-revealed via="call_tool(name, arguments)">' in reaffirm
+    assert "- git_status: Show the working tree status" in reaffirm
+    assert '"parameters"' not in reaffirm  # names and one line, not the schemas again
+    assert Context(store, "cmp", sources=[Discovery(discoverable(), reveal=2)]).rebuild(
+        prep.header.step
+    ) == prep.body_bytes

@@ -165,3 +165,22 @@ def test_a_skill_without_front_matter_is_refused(tmp_path: Path) -> None:
         load_skills(tmp_path)
     with pytest.raises(ValidationError, match="no such skills folder"):
         load_skills(tmp_path / "nope")
+
+
+def test_an_agent_loads_a_skill_and_follows_its_file() -> None:
+    from ctxline.models.scripted import ScriptedModel
+    from ctxline.runner import Agent
+
+    script = ScriptedModel([
+        {"tool_calls": [{"id": "a", "name": "read_skill", "arguments": {"name": "sql-review"}}]},
+        {"tool_calls": [{"id": "b", "name": "read_skill_file",
+                         "arguments": {"name": "sql-review", "path": "references/checklist.md"}}]},
+        {"text": "safe with changes"},
+    ])
+    agent = Agent(script, [], store=MemoryStore(), session="sk", skills=Skills(SKILLS))
+    result = agent.run("review: ALTER TABLE orders ADD COLUMN note text")
+    assert result.final == "safe with changes"
+    got = {e.event.call_id: e.event for e in agent.ctx.events if isinstance(e.event, ToolResult)}
+    assert "# Reviewing SQL" in got["a"].content
+    assert got["a"].meta["skills"]["loaded"] == "sql-review"
+    assert "CONCURRENTLY" in got["b"].content
