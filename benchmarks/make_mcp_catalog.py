@@ -58,7 +58,12 @@ SERVERS = (
     Server("git", "mcp-server-git", ["-m", "mcp_server_git", "--repository", "{repo}"]),
     Server("fetch", "mcp-server-fetch", ["-m", "mcp_server_fetch"]),
     Server("time", "mcp-server-time", ["-m", "mcp_server_time", "--local-timezone", "UTC"]),
-    Server("atlassian", "mcp-atlassian", ["-c", "import mcp_atlassian, sys; sys.argv[0] = \"mcp-atlassian\"; mcp_atlassian.main()"], ATLASSIAN_ENV),
+    Server(
+        "atlassian",
+        "mcp-atlassian",
+        ["-c", 'import mcp_atlassian, sys; sys.argv[0] = "mcp-atlassian"; mcp_atlassian.main()'],
+        ATLASSIAN_ENV,
+    ),
 )
 
 
@@ -70,9 +75,10 @@ async def list_server(command: str, args: list[str], env: dict[str, str]) -> lis
     params = StdioServerParameters(command=command, args=args, env=env or None)
     tools: list[dict[str, Any]] = []
     with open(Path(tempfile.gettempdir()) / "mcp-catalog-stderr.log", "a") as errlog:
-        async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(
-            read, write
-        ) as session:
+        async with (
+            stdio_client(params, errlog=errlog) as (read, write),
+            ClientSession(read, write) as session,
+        ):
             await session.initialize()
             cursor: str | None = None
             while True:
@@ -81,7 +87,9 @@ async def list_server(command: str, args: list[str], env: dict[str, str]) -> lis
                 page = await session.list_tools(
                     params=PaginatedRequestParams(cursor=cursor) if cursor else None
                 )
-                tools += [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in page.tools]
+                tools += [
+                    t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in page.tools
+                ]
                 cursor = page.next_cursor
                 if not cursor:
                     return tools

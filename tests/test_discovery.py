@@ -112,10 +112,21 @@ def test_schema_validation_names_every_wrong_field() -> None:
     assert "repo_path: expected string, got integer" in found
     assert "message: required, missing" in found
     assert any(p.startswith("oops: not a parameter") for p in found)
-    nested = {"type": "object", "properties": {"xs": {"type": "array", "items": {"$ref": "#/$defs/n"}, "maxItems": 2}},
-              "$defs": {"n": {"type": "integer", "minimum": 0}}}
-    assert problems({"xs": [1, -1, 2]}, nested) == ["xs: allows at most 2 items, got 3", "xs[1]: must be >= 0, got -1"]
-    assert problems({"k": None}, {"properties": {"k": {"anyOf": [{"type": "string"}, {"type": "null"}]}}}) == []
+    nested = {
+        "type": "object",
+        "properties": {"xs": {"type": "array", "items": {"$ref": "#/$defs/n"}, "maxItems": 2}},
+        "$defs": {"n": {"type": "integer", "minimum": 0}},
+    }
+    assert problems({"xs": [1, -1, 2]}, nested) == [
+        "xs: allows at most 2 items, got 3",
+        "xs[1]: must be >= 0, got -1",
+    ]
+    assert (
+        problems(
+            {"k": None}, {"properties": {"k": {"anyOf": [{"type": "string"}, {"type": "null"}]}}}
+        )
+        == []
+    )
 
 
 def test_cache_stable_mode_keeps_the_tools_array_and_dispatches_through_call_tool() -> None:
@@ -123,16 +134,23 @@ def test_cache_stable_mode_keeps_the_tools_array_and_dispatches_through_call_too
         [
             calls(("s1", SEARCH_TOOLS, {"query": "git status"})),
             # the same reply cannot call what its search reveals: the model had not seen it
-            calls(("c1", CALL_TOOL, {"name": "git_status", "arguments": {"repo_path": "/repo"}}),
-                  ("c2", CALL_TOOL, {"name": "git_status", "arguments": {"repo": "/repo"}}),
-                  ("c3", CALL_TOOL, {"name": "jira_get_issue", "arguments": {"issue_key": "A-1"}}),
-                  ("c4", "git_status", {"repo_path": "/repo"}),
-                  ("c5", CALL_TOOL, {"name": "git_stats", "arguments": {}})),
+            calls(
+                ("c1", CALL_TOOL, {"name": "git_status", "arguments": {"repo_path": "/repo"}}),
+                ("c2", CALL_TOOL, {"name": "git_status", "arguments": {"repo": "/repo"}}),
+                ("c3", CALL_TOOL, {"name": "jira_get_issue", "arguments": {"issue_key": "A-1"}}),
+                ("c4", "git_status", {"repo_path": "/repo"}),
+                ("c5", CALL_TOOL, {"name": "git_stats", "arguments": {}}),
+            ),
             {"text": "done"},
         ]
     )
-    agent = Agent(script, [read_notes], store=MemoryStore(), session="cs",
-                  discovery=Discovery(discoverable(), reveal=2))
+    agent = Agent(
+        script,
+        [read_notes],
+        store=MemoryStore(),
+        session="cs",
+        discovery=Discovery(discoverable(), reveal=2),
+    )
     result = agent.run("status?")
     assert result.final == "done"
     got = results(agent)
@@ -163,12 +181,16 @@ def test_cache_stable_mode_keeps_the_tools_array_and_dispatches_through_call_too
 def test_a_call_before_its_reveal_was_seen_is_refused() -> None:
     script = ScriptedModel(
         [
-            calls(("s1", SEARCH_TOOLS, {"query": "git status"}),
-                  ("c1", CALL_TOOL, {"name": "git_status", "arguments": {"repo_path": "/r"}})),
+            calls(
+                ("s1", SEARCH_TOOLS, {"query": "git status"}),
+                ("c1", CALL_TOOL, {"name": "git_status", "arguments": {"repo_path": "/r"}}),
+            ),
             {"text": "ok"},
         ]
     )
-    agent = Agent(script, [], store=MemoryStore(), session="early", discovery=Discovery(discoverable()))
+    agent = Agent(
+        script, [], store=MemoryStore(), session="early", discovery=Discovery(discoverable())
+    )
     agent.run("go")
     got = results(agent)
     assert got["c1"].is_error
@@ -180,15 +202,23 @@ def test_native_mode_reveals_into_the_tools_array_once_per_search() -> None:
     script = ScriptedModel(
         [
             calls(("s1", SEARCH_TOOLS, {"query": "git status", "limit": 1})),
-            calls(("c1", "git_status", {"repo_path": "/r"}), ("c2", "jira_get_issue", {"issue_key": "A"})),
+            calls(
+                ("c1", "git_status", {"repo_path": "/r"}),
+                ("c2", "jira_get_issue", {"issue_key": "A"}),
+            ),
             calls(("s2", SEARCH_TOOLS, {"query": "commit", "limit": 1})),
             calls(("c3", "git_commit", {"repo_path": "/r", "message": "m"})),
             calls(("c4", "git_commit", {"repo_path": "/r", "message": "again"})),
             {"text": "done"},
         ]
     )
-    agent = Agent(script, [read_notes], store=MemoryStore(), session="nat",
-                  discovery=Discovery(discoverable(), mode="native"))
+    agent = Agent(
+        script,
+        [read_notes],
+        store=MemoryStore(),
+        session="nat",
+        discovery=Discovery(discoverable(), mode="native"),
+    )
     agent.run("go")
     got = results(agent)
     assert got["c1"].content == "clean: /r"
@@ -209,27 +239,53 @@ def test_native_mode_reveals_into_the_tools_array_once_per_search() -> None:
 
 def test_what_was_revealed_survives_a_resume(tmp_path: Path) -> None:
     db = tmp_path / "r.db"
-    first = Agent(ScriptedModel([calls(("s1", SEARCH_TOOLS, {"query": "git status"}))]),
-                  [], store=SQLiteStore(db), session="res", discovery=Discovery(discoverable()))
+    first = Agent(
+        ScriptedModel([calls(("s1", SEARCH_TOOLS, {"query": "git status"}))]),
+        [],
+        store=SQLiteStore(db),
+        session="res",
+        discovery=Discovery(discoverable()),
+    )
     first.start("go")
     first.step()  # the search ran and was recorded; the process "dies" here
     first.close()
     first.store.close()
-    later = ScriptedModel([{}, calls(("c1", CALL_TOOL, {"name": "git_status", "arguments": {"repo_path": "/x"}})), {"text": "ok"}])
-    second = Agent(later, [], store=SQLiteStore(db), session="res", discovery=Discovery(discoverable()))
+    later = ScriptedModel(
+        [
+            {},
+            calls(("c1", CALL_TOOL, {"name": "git_status", "arguments": {"repo_path": "/x"}})),
+            {"text": "ok"},
+        ]
+    )
+    second = Agent(
+        later, [], store=SQLiteStore(db), session="res", discovery=Discovery(discoverable())
+    )
     second.resume()
     assert results(second)["c1"].content == "clean: /x"
     second.store.close()
 
 
 def test_rung_3_drops_unused_revealed_schemas_and_never_the_forced_one() -> None:
-    big = [ToolSpec(f"tool_{i}", f"Does thing number {i}. " + "detail " * 400,
-                    {"type": "object", "properties": {"x": {"type": "string"}}}) for i in range(6)]
+    big = [
+        ToolSpec(
+            f"tool_{i}",
+            f"Does thing number {i}. " + "detail " * 400,
+            {"type": "object", "properties": {"x": {"type": "string"}}},
+        )
+        for i in range(6)
+    ]
     discovery = Discovery(Catalog.of(big), mode="native", reveal=6, keep_recent=1)
     store = MemoryStore()
-    ctx = Context(store, "r3", sources=[discovery],
-                  options=PrepareOptions(context_window=4000, max_output=500, tokenizer="o200k_base"))
-    ctx.append(UserMessage("find tools"), AssistantMessage("", (ToolCall("s", SEARCH_TOOLS, {"query": "thing"}),)))
+    ctx = Context(
+        store,
+        "r3",
+        sources=[discovery],
+        options=PrepareOptions(context_window=4000, max_output=500, tokenizer="o200k_base"),
+    )
+    ctx.append(
+        UserMessage("find tools"),
+        AssistantMessage("", (ToolCall("s", SEARCH_TOOLS, {"query": "thing"}),)),
+    )
     outcome = ctx.call_tool(ToolCall("s", SEARCH_TOOLS, {"query": "thing"}))
     assert outcome is not None
     ctx.record_outcome(ToolCall("s", SEARCH_TOOLS, {"query": "thing"}), outcome)
@@ -251,7 +307,10 @@ def test_rung_3_drops_unused_revealed_schemas_and_never_the_forced_one() -> None
     ctx.set_tools(discovery.offered(fold), optional=discovery.optional(fold))  # type: ignore[arg-type]
     again = ctx.prepare(tool_choice="tool_3")
     assert [t["function"]["name"] for t in again.body["tools"]] == shown
-    assert again.report.prefix.first_difference is None or again.report.prefix.first_difference.section == "tail"
+    assert (
+        again.report.prefix.first_difference is None
+        or again.report.prefix.first_difference.section == "tail"
+    )
     for step in (1, 2):
         assert ctx.rebuild(step) == (prep if step == 1 else again).body_bytes
 
@@ -275,6 +334,9 @@ def test_after_a_compaction_the_revealed_tools_are_reaffirmed() -> None:
     assert '<ctx-tools-revealed via="call_tool(name, arguments)">' in reaffirm
     assert "- git_status: Show the working tree status" in reaffirm
     assert '"parameters"' not in reaffirm  # names and one line, not the schemas again
-    assert Context(store, "cmp", sources=[Discovery(discoverable(), reveal=2)]).rebuild(
-        prep.header.step
-    ) == prep.body_bytes
+    assert (
+        Context(store, "cmp", sources=[Discovery(discoverable(), reveal=2)]).rebuild(
+            prep.header.step
+        )
+        == prep.body_bytes
+    )

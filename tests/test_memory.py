@@ -36,10 +36,16 @@ def test_a_correction_comes_first_in_a_new_session_on_every_backend(store: Store
     memory = Memory(store, user="mia", project="shop")
     first = Context(store, "session-1", sources=[memory])
     first.append(UserMessage("Where is the office?"))
-    told = ask(first, "remember", {"text": "The office is in Paris", "key": "office", "scope": "user"})
+    told = ask(
+        first, "remember", {"text": "The office is in Paris", "key": "office", "scope": "user"}
+    )
     assert "Remembered m-" in told.content
-    fixed = ask(first, "remember", {"text": "The office moved to Berlin in May", "key": "office",
-                                    "scope": "user"}, "c2")
+    fixed = ask(
+        first,
+        "remember",
+        {"text": "The office moved to Berlin in May", "key": "office", "scope": "user"},
+        "c2",
+    )
     assert "It replaces m-" in fixed.content
     # a new session (and a new Memory object) on the same store
     later = Context(store, "session-2", sources=[Memory(store, user="mia", project="shop")])
@@ -48,7 +54,9 @@ def test_a_correction_comes_first_in_a_new_session_on_every_backend(store: Store
     lines = found.content.splitlines()
     assert "Berlin" in lines[1]
     assert "superseded" not in lines[1]  # the correction, first and current
-    assert all("superseded by" in line and "not current" in line for line in lines[2:] if "Paris" in line)
+    assert all(
+        "superseded by" in line and "not current" in line for line in lines[2:] if "Paris" in line
+    )
     assert any("Paris" in line for line in lines[2:])  # the stale fact: only as history
     # the overview in the tail shows only current facts
     prep = later.prepare()
@@ -142,15 +150,29 @@ def test_scopes_and_owners_are_checked() -> None:
 def test_an_agent_remembers_and_a_later_agent_recalls(tmp_path: Path) -> None:
     db = tmp_path / "agent.db"
     store = SQLiteStore(db)
-    script = ScriptedModel([
-        {"tool_calls": [{"id": "r", "name": "remember", "arguments": {"text": "builds use make -j4", "key": "build"}}]},
-        {"text": "noted"},
-    ])
-    Agent(script, [], store=store, session="one", memory=Memory(store, project="x")).run("remember the build")
-    recall = ScriptedModel([
-        {"tool_calls": [{"id": "s", "name": "memory_search", "arguments": {"query": "build"}}]},
-        {"text": "make -j4"},
-    ])
+    script = ScriptedModel(
+        [
+            {
+                "tool_calls": [
+                    {
+                        "id": "r",
+                        "name": "remember",
+                        "arguments": {"text": "builds use make -j4", "key": "build"},
+                    }
+                ]
+            },
+            {"text": "noted"},
+        ]
+    )
+    Agent(script, [], store=store, session="one", memory=Memory(store, project="x")).run(
+        "remember the build"
+    )
+    recall = ScriptedModel(
+        [
+            {"tool_calls": [{"id": "s", "name": "memory_search", "arguments": {"query": "build"}}]},
+            {"text": "make -j4"},
+        ]
+    )
     agent = Agent(recall, [], store=store, session="two", memory=Memory(store, project="x"))
     result = agent.run("how do builds run?")
     assert result.final == "make -j4"

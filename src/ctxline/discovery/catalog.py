@@ -118,7 +118,9 @@ def _clean_entry(
     if parameters is None:
         parameters = {"type": "object", "properties": {}}
     if not isinstance(parameters, dict):
-        raise ValidationError(f"{where}: the input schema must be a JSON object", field="parameters")
+        raise ValidationError(
+            f"{where}: the input schema must be a JSON object", field="parameters"
+        )
     clean_params = escape_json(parameters, escape)
     spec = ToolSpec(name, escape(description), clean_params)
     return CatalogEntry(spec, tuple(escape(t) for t in tags), escape(group), escape(server))
@@ -303,9 +305,13 @@ def load_catalog(source: str | Path | Mapping[str, JsonValue] | list[JsonValue])
         except FileNotFoundError:
             raise ValidationError(f"no such catalog file: {where}", field="catalog") from None
         except IsADirectoryError:
-            raise ValidationError(f"{where} is a folder, not a catalog file", field="catalog") from None
+            raise ValidationError(
+                f"{where} is a folder, not a catalog file", field="catalog"
+            ) from None
         except UnicodeDecodeError as exc:
-            raise ValidationError(f"{where}: not UTF-8 text ({exc.reason})", field="catalog") from None
+            raise ValidationError(
+                f"{where}: not UTF-8 text ({exc.reason})", field="catalog"
+            ) from None
         try:
             data: JsonValue = json.loads(text)
         except json.JSONDecodeError as exc:

@@ -85,7 +85,9 @@ class Resolution:
         )
 
 
-def _spec(name: str, description: str, properties: dict[str, JsonValue], required: list[str]) -> ToolSpec:
+def _spec(
+    name: str, description: str, properties: dict[str, JsonValue], required: list[str]
+) -> ToolSpec:
     schema: dict[str, JsonValue] = {
         "type": "object",
         "properties": properties,
@@ -112,9 +114,13 @@ class Discovery(BaseSource):
         if mode not in MODES:
             raise ValidationError(f"mode must be one of {list(MODES)}, got {mode!r}", field="mode")
         if isinstance(reveal, bool) or not isinstance(reveal, int) or not 1 <= reveal <= MAX_SEARCH:
-            raise ValidationError(f"reveal must be 1 to {MAX_SEARCH}, got {reveal!r}", field="reveal")
+            raise ValidationError(
+                f"reveal must be 1 to {MAX_SEARCH}, got {reveal!r}", field="reveal"
+            )
         if isinstance(keep_recent, bool) or not isinstance(keep_recent, int) or keep_recent < 0:
-            raise ValidationError(f"keep_recent must be >= 0, got {keep_recent!r}", field="keep_recent")
+            raise ValidationError(
+                f"keep_recent must be >= 0, got {keep_recent!r}", field="keep_recent"
+            )
         items = list(tools) if not isinstance(tools, Catalog) else []
         self.catalog = tools if isinstance(tools, Catalog) else Catalog.of(items)
         self.tools_by_name: dict[str, Any] = {
@@ -173,7 +179,9 @@ class Discovery(BaseSource):
         tools and what :meth:`offered` adds, the revealed ones optional for rung 3.
         Returns whether the offered set changed (the runner calls this each step)."""
         fold = ctx.fold(self.name)
-        assert isinstance(fold, DiscoveryFold), "the Context was not given this Discovery as a source"
+        assert isinstance(fold, DiscoveryFold), (
+            "the Context was not given this Discovery as a source"
+        )
         revealed = self.offered(fold, forced)
         changed: bool = ctx.set_tools([*core, *revealed], optional=self.optional(fold))
         return changed
@@ -195,7 +203,11 @@ class Discovery(BaseSource):
             f"about what you need (an action, a system, a parameter); the best matches are "
             f"listed with one line each and {then}. No match reveals nothing.",
             {
-                "query": {"type": "string", "description": "What the tool should do.", "minLength": 1},
+                "query": {
+                    "type": "string",
+                    "description": "What the tool should do.",
+                    "minLength": 1,
+                },
                 "limit": {
                     "type": "integer",
                     "description": f"How many tools at most (default {self.reveal}).",
@@ -236,7 +248,7 @@ class Discovery(BaseSource):
         if self.mode == "native":
             lines.append("Their schemas are in your tools from your next step.")
         else:
-            lines.append('Call them with call_tool(name, arguments). Schemas (JSON, one a line):')
+            lines.append("Call them with call_tool(name, arguments). Schemas (JSON, one a line):")
             lines += [escape(h.entry.schema_json()) for h in hits]
         return "\n".join(lines), [h.name for h in hits]
 
@@ -248,7 +260,9 @@ class Discovery(BaseSource):
         if not isinstance(query, str) or not query.strip():
             return ToolOutcome("[search_tools needs a query: words about the tool you need.]", True)
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_SEARCH:
-            return ToolOutcome(f"[search_tools: limit must be a whole number from 1 to {MAX_SEARCH}.]", True)
+            return ToolOutcome(
+                f"[search_tools: limit must be a whole number from 1 to {MAX_SEARCH}.]", True
+            )
         try:
             text, names = self.search_text(query, limit)
         except ValidationError as exc:
@@ -262,7 +276,9 @@ class Discovery(BaseSource):
         found = self.catalog.nearest(name, 3)
         import difflib
 
-        for other in difflib.get_close_matches(str(name).lower(), [o.lower() for o in others], 2, 0.6):
+        for other in difflib.get_close_matches(
+            str(name).lower(), [o.lower() for o in others], 2, 0.6
+        ):
             match = next(o for o in others if o.lower() == other)
             if match not in found:
                 found.insert(0, match)
@@ -284,15 +300,17 @@ class Discovery(BaseSource):
             inner = args.get("arguments", {}) if args is not None else None
             if not isinstance(name, str) or not isinstance(inner, dict):
                 return Resolution(
-                    None, "invalid_arguments",
-                    "call_tool takes {\"name\": <a revealed tool>, \"arguments\": {…}}",
+                    None,
+                    "invalid_arguments",
+                    'call_tool takes {"name": <a revealed tool>, "arguments": {…}}',
                     "Send the tool's name as a string and its arguments as a JSON object.",
                 )
             return self._check(ToolCall(call.id, name, inner), fold, fold.seen_revealed, others)
         if call.name in self.catalog:
             if self.mode == "cache-stable" and call.name in fold.seen_revealed:
                 return Resolution(
-                    None, "unknown_tool",
+                    None,
+                    "unknown_tool",
                     f"{one_line(call.name, 80)!r} is a revealed tool, not one of your tools",
                     f'Nothing was run. Call it as call_tool(name="{call.name}", arguments={{…}}).',
                 )
@@ -308,16 +326,22 @@ class Discovery(BaseSource):
         if entry is None:
             near = self.nearest(call.name, others)
             return Resolution(
-                None, "unknown_tool", f"there is no tool named {shown!r}",
+                None,
+                "unknown_tool",
+                f"there is no tool named {shown!r}",
                 f"The nearest tools: {', '.join(near)}. Call search_tools to reveal one."
-                if near else "Call search_tools with words about what you need.",
+                if near
+                else "Call search_tools with words about what you need.",
             )
         if call.name not in visible:
-            how = "search_tools reveals it" if call.name not in fold.revealed else (
-                "it was revealed after this request was prepared: call it in your next step"
+            how = (
+                "search_tools reveals it"
+                if call.name not in fold.revealed
+                else ("it was revealed after this request was prepared: call it in your next step")
             )
             return Resolution(
-                None, "unknown_tool",
+                None,
+                "unknown_tool",
                 f"{shown!r} is not among the tools you were shown for this step",
                 f"Nothing was run; {how}.",
             )
@@ -326,7 +350,8 @@ class Discovery(BaseSource):
             schema = escape(json.dumps(entry.spec.parameters, ensure_ascii=False, sort_keys=True))
             listed = "; ".join(escape(p) for p in found)
             return Resolution(
-                None, "invalid_arguments",
+                None,
+                "invalid_arguments",
                 f"the arguments do not fit the schema of {shown!r}: {listed}",
                 f"Fix the fields named above; the schema of {shown!r} is {schema}",
             )
@@ -335,7 +360,9 @@ class Discovery(BaseSource):
     def _call(self, call: ToolCall, env: ToolEnv) -> ToolOutcome:
         """``call_tool`` answered by a Context alone (the runner runs its tools itself)."""
         fold = env.fold(self.name)
-        resolution = self.resolve(call, fold if isinstance(fold, DiscoveryFold) else DiscoveryFold())
+        resolution = self.resolve(
+            call, fold if isinstance(fold, DiscoveryFold) else DiscoveryFold()
+        )
         assert resolution is not None
         if resolution.call is None:
             return ToolOutcome(resolution.text(call), True)
@@ -347,7 +374,9 @@ class Discovery(BaseSource):
                 " runs it (Discovery.resolve gives the call to run). Nothing was run.",
                 True,
             )
-        return ToolOutcome(str(handler(dict(inner.arguments))), meta={"discovery": {"tool": inner.name}})
+        return ToolOutcome(
+            str(handler(dict(inner.arguments))), meta={"discovery": {"tool": inner.name}}
+        )
 
     def entry(self, name: str) -> CatalogEntry | None:
         return self.catalog.get(name)

@@ -36,7 +36,12 @@ _TYPES: dict[str, tuple[type, ...]] = {
 }
 
 
-_BOUNDS = (("minimum", ">="), ("maximum", "<="), ("exclusiveMinimum", ">"), ("exclusiveMaximum", "<"))
+_BOUNDS = (
+    ("minimum", ">="),
+    ("maximum", "<="),
+    ("exclusiveMinimum", ">"),
+    ("exclusiveMaximum", "<"),
+)
 
 
 def _type_name(value: JsonValue) -> str:
@@ -177,7 +182,12 @@ class _Checker:
             bound = schema.get(key)
             if not isinstance(bound, int | float) or isinstance(bound, bool):
                 continue
-            ok = {">=": value >= bound, "<=": value <= bound, ">": value > bound, "<": value < bound}
+            ok = {
+                ">=": value >= bound,
+                "<=": value <= bound,
+                ">": value > bound,
+                "<": value < bound,
+            }
             if not ok[sign]:
                 self.fail(where, f"must be {sign} {bound}, got {value}")
 

@@ -1,7 +1,7 @@
 """Agent Skills: folders with a ``SKILL.md``, disclosed progressively (``docs/skills.md``).
 
-    from ctxline.skills import Skills
-    Agent(model, tools, skills=Skills("skills/"))
+from ctxline.skills import Skills
+Agent(model, tools, skills=Skills("skills/"))
 """
 
 from ctxline.skills.folder import SKILL_FILE, Skill, load_skill, load_skills, resource

@@ -97,18 +97,26 @@ def parse_skill(text: str, where: str, folder: Path) -> Skill:
     text = text.removeprefix("\ufeff")
     lines = text.split("\n")
     if not lines or lines[0].strip() != "---":
-        raise ValidationError(f"{where}: SKILL.md must start with '---' and YAML front matter", field="front matter")
+        raise ValidationError(
+            f"{where}: SKILL.md must start with '---' and YAML front matter", field="front matter"
+        )
     end = next((i for i in range(1, len(lines)) if lines[i].strip() == "---"), None)
     if end is None:
-        raise ValidationError(f"{where}: the front matter has no closing '---'", field="front matter")
+        raise ValidationError(
+            f"{where}: the front matter has no closing '---'", field="front matter"
+        )
     try:
         front = yaml.safe_load("\n".join(lines[1:end]))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f" at line {mark.line + 2}" if mark is not None else ""
-        raise ValidationError(f"{where}: invalid YAML front matter{at}", field="front matter") from None
+        raise ValidationError(
+            f"{where}: invalid YAML front matter{at}", field="front matter"
+        ) from None
     if not isinstance(front, dict):
-        raise ValidationError(f"{where}: the front matter must be a YAML mapping", field="front matter")
+        raise ValidationError(
+            f"{where}: the front matter must be a YAML mapping", field="front matter"
+        )
     name = _field(front, "name", where, 64, True)
     if not SKILL_NAME.match(name):
         raise ValidationError(
@@ -116,7 +124,9 @@ def parse_skill(text: str, where: str, folder: Path) -> Skill:
             field="name",
         )
     if folder.name != name:
-        raise ValidationError(f"{where}: name {name!r} must match its folder {folder.name!r}", field="name")
+        raise ValidationError(
+            f"{where}: name {name!r} must match its folder {folder.name!r}", field="name"
+        )
     meta = front.get("metadata") or {}
     if not isinstance(meta, dict) or not all(isinstance(k, str) for k in meta):
         raise ValidationError(f"{where}: 'metadata' must map names to text", field="metadata")
@@ -171,7 +181,9 @@ def resource(skill: Skill, path: str) -> Path:
     """The file ``path`` of ``skill`` (relative to its folder), or ValidationError when it
     leaves the folder (``..``, an absolute path, a symlink out) or is not a file."""
     if not isinstance(path, str) or not path.strip() or "\x00" in path:
-        raise ValidationError("the path must be a file of the skill, relative to its folder", field="path")
+        raise ValidationError(
+            "the path must be a file of the skill, relative to its folder", field="path"
+        )
     base = skill.folder.resolve()
     target = (base / path).resolve()
     if not target.is_relative_to(base):

@@ -68,11 +68,18 @@ class SkillsFold:
         return ()
 
 
-def _spec(name: str, description: str, props: dict[str, JsonValue], required: list[str]) -> ToolSpec:
+def _spec(
+    name: str, description: str, props: dict[str, JsonValue], required: list[str]
+) -> ToolSpec:
     return ToolSpec(
         name,
         description,
-        {"type": "object", "properties": props, "required": required, "additionalProperties": False},
+        {
+            "type": "object",
+            "properties": props,
+            "required": required,
+            "additionalProperties": False,
+        },
     )
 
 
@@ -132,13 +139,21 @@ class Skills(BaseSource):
         names: dict[str, JsonValue] = {"type": "string", "enum": list(self.skills)}
         return (
             Tool(
-                _spec(READ_SKILL, "Load a skill's instructions (see the skills in your guide).",
-                      {"name": names}, ["name"]),
+                _spec(
+                    READ_SKILL,
+                    "Load a skill's instructions (see the skills in your guide).",
+                    {"name": names},
+                    ["name"],
+                ),
                 self._read_skill,
             ),
             Tool(
-                _spec(READ_SKILL_FILE, "Read a file of a skill, by its path in the skill's folder.",
-                      {"name": names, "path": {"type": "string"}}, ["name", "path"]),
+                _spec(
+                    READ_SKILL_FILE,
+                    "Read a file of a skill, by its path in the skill's folder.",
+                    {"name": names, "path": {"type": "string"}},
+                    ["name", "path"],
+                ),
                 self._read_file,
             ),
         )
@@ -184,7 +199,10 @@ class Skills(BaseSource):
         size = target.stat().st_size
         shown = _flat(str(path), 200)
         if size > MAX_FILE_BYTES:
-            return ToolOutcome(f"[read_skill_file: {shown} is {size:,} bytes, over the {MAX_FILE_BYTES:,} limit.]", True)
+            return ToolOutcome(
+                f"[read_skill_file: {shown} is {size:,} bytes, over the {MAX_FILE_BYTES:,} limit.]",
+                True,
+            )
         data = target.read_bytes()
         try:
             text = data.decode("utf-8")

@@ -133,9 +133,13 @@ def _line(value: str, what: str, limit: int) -> str:
     if not isinstance(value, str):
         raise ValidationError(f"the memory's {what} must be text", field=what)
     if len(value) > limit:
-        raise ValidationError(f"the memory's {what} is longer than {limit:,} characters", field=what)
+        raise ValidationError(
+            f"the memory's {what} is longer than {limit:,} characters", field=what
+        )
     if any(ord(c) < 32 for c in value):
-        raise ValidationError(f"the memory's {what} must be one line without control characters", field=what)
+        raise ValidationError(
+            f"the memory's {what} must be one line without control characters", field=what
+        )
     return value
 
 
@@ -145,13 +149,19 @@ def check_new(new: NewMemory) -> NewMemory:
     if not isinstance(new.text, str) or not new.text.strip():
         raise ValidationError("the memory's text is empty", field="text")
     if len(new.text) > MAX_MEMORY_CHARS:
-        raise ValidationError(f"the memory's text is longer than {MAX_MEMORY_CHARS:,} characters", field="text")
+        raise ValidationError(
+            f"the memory's text is longer than {MAX_MEMORY_CHARS:,} characters", field="text"
+        )
     if "\x00" in new.text:
         raise ValidationError("the memory's text contains a NUL character", field="text")
     if not is_scope(new.scope):
-        raise ValidationError(f"scope must be one of {list(SCOPES)}, got {new.scope!r}", field="scope")
+        raise ValidationError(
+            f"scope must be one of {list(SCOPES)}, got {new.scope!r}", field="scope"
+        )
     if new.author not in AUTHORS:
-        raise ValidationError(f"author must be one of {list(AUTHORS)}, got {new.author!r}", field="author")
+        raise ValidationError(
+            f"author must be one of {list(AUTHORS)}, got {new.author!r}", field="author"
+        )
     if not _line(new.owner, "owner", MAX_KEY_CHARS).strip():
         raise ValidationError(f"the {new.scope} scope needs an owner name", field="owner")
     _line(new.key, "key", MAX_KEY_CHARS)
@@ -163,7 +173,11 @@ def check_new(new: NewMemory) -> NewMemory:
 
 def memory_words(text: str, key: str, tags: Sequence[str]) -> list[str]:
     """What a memory is found by: the words of its text, its key and its tags."""
-    return [*words(text), *words(key.replace("_", " ").replace("-", " ")), *(w for t in tags for w in words(t))]
+    return [
+        *words(text),
+        *words(key.replace("_", " ").replace("-", " ")),
+        *(w for t in tags for w in words(t)),
+    ]
 
 
 @runtime_checkable
@@ -225,8 +239,16 @@ class InMemoryMemories:
         new = check_new(new)
         with self._lock:
             entry = MemoryEntry(
-                "m-" + self._new_id(), new.scope, new.owner, new.text, new.key, new.tags,
-                new.author, new.session, self._clock(), meta=dict(new.meta),
+                "m-" + self._new_id(),
+                new.scope,
+                new.owner,
+                new.text,
+                new.key,
+                new.tags,
+                new.author,
+                new.session,
+                self._clock(),
+                meta=dict(new.meta),
             )
             old = self.by_key(new.scope, new.owner, new.key) if new.key else None
             if old is not None:
@@ -256,7 +278,11 @@ class InMemoryMemories:
         parsed = parse_query(query)
         wanted = set(owners)
         with self._lock:
-            live = [e for e in self._entries.values() if not e.forgotten and (e.scope, e.owner) in wanted]
+            live = [
+                e
+                for e in self._entries.values()
+                if not e.forgotten and (e.scope, e.owner) in wanted
+            ]
             docs = [(i, *self._words[e.id]) for i, e in enumerate(live)]
             scored = bm25_scores(docs, parsed)
         scored.sort(key=lambda s: (-s[1], -s[0]))
@@ -269,7 +295,9 @@ class InMemoryMemories:
         found = [
             e
             for e in self._entries.values()
-            if (e.scope, e.owner) in wanted and not e.forgotten and (include_superseded or e.current)
+            if (e.scope, e.owner) in wanted
+            and not e.forgotten
+            and (include_superseded or e.current)
         ]
         return list(reversed(found))[:limit]
 

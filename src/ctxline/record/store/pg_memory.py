@@ -68,8 +68,18 @@ _M_COLUMNS = ", ".join(f"m.{c.strip()}" for c in _COLUMNS.split(","))
 def _entry(row: Sequence[Any]) -> MemoryEntry:
     (ident, scope, owner, text, key, tags, author, session, at, by, gone, meta) = row
     return MemoryEntry(
-        ident, scope, owner, text, key, tuple(json.loads(tags)), author, session, parse_at(at),
-        by or "", gone is not None, json.loads(meta),
+        ident,
+        scope,
+        owner,
+        text,
+        key,
+        tuple(json.loads(tags)),
+        author,
+        session,
+        parse_at(at),
+        by or "",
+        gone is not None,
+        json.loads(meta),
     )
 
 
@@ -112,9 +122,17 @@ class PgMemories:
                         f"INSERT INTO memories({_COLUMNS}, tsv) VALUES (%s, %s, %s, %s, %s, %s, %s,"
                         " %s, %s, NULL, NULL, %s, to_tsvector('simple', %s))",
                         (
-                            ident, new.scope, new.owner, new.text, new.key,
-                            json.dumps(list(new.tags)), new.author, new.session, format_at(at),
-                            json.dumps(new.meta), " ".join(memory_words(new.text, new.key, new.tags)),
+                            ident,
+                            new.scope,
+                            new.owner,
+                            new.text,
+                            new.key,
+                            json.dumps(list(new.tags)),
+                            new.author,
+                            new.session,
+                            format_at(at),
+                            json.dumps(new.meta),
+                            " ".join(memory_words(new.text, new.key, new.tags)),
                         ),
                     )
                 break
@@ -122,8 +140,16 @@ class PgMemories:
                 if attempt == 2:
                     raise
         return MemoryEntry(
-            ident, new.scope, new.owner, new.text, new.key, new.tags, new.author, new.session,
-            at, meta=dict(new.meta),
+            ident,
+            new.scope,
+            new.owner,
+            new.text,
+            new.key,
+            new.tags,
+            new.author,
+            new.session,
+            at,
+            meta=dict(new.meta),
         )
 
     def _one(self, sql: str, params: Sequence[Any]) -> MemoryEntry | None:

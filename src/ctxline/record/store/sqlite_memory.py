@@ -65,8 +65,18 @@ _COLUMNS = "id, scope, owner, text, key, tags, author, session, created_at, supe
 def _entry(row: Sequence[Any]) -> MemoryEntry:
     (ident, scope, owner, text, key, tags, author, session, at, by, gone, meta) = row
     return MemoryEntry(
-        ident, scope, owner, text, key, tuple(json.loads(tags)), author, session, parse_at(at),
-        by or "", gone is not None, json.loads(meta),
+        ident,
+        scope,
+        owner,
+        text,
+        key,
+        tuple(json.loads(tags)),
+        author,
+        session,
+        parse_at(at),
+        by or "",
+        gone is not None,
+        json.loads(meta),
     )
 
 
@@ -104,8 +114,16 @@ class SQLiteMemories:
             cur = conn.execute(
                 f"INSERT INTO memories({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL, ?)",
                 (
-                    ident, new.scope, new.owner, new.text, new.key, json.dumps(list(new.tags)),
-                    new.author, new.session, format_at(at), json.dumps(new.meta),
+                    ident,
+                    new.scope,
+                    new.owner,
+                    new.text,
+                    new.key,
+                    json.dumps(list(new.tags)),
+                    new.author,
+                    new.session,
+                    format_at(at),
+                    json.dumps(new.meta),
                 ),
             )
             conn.execute(
@@ -113,14 +131,24 @@ class SQLiteMemories:
                 (cur.lastrowid, " ".join(memory_words(new.text, new.key, new.tags))),
             )
         return MemoryEntry(
-            ident, new.scope, new.owner, new.text, new.key, new.tags, new.author, new.session,
-            at, meta=dict(new.meta),
+            ident,
+            new.scope,
+            new.owner,
+            new.text,
+            new.key,
+            new.tags,
+            new.author,
+            new.session,
+            at,
+            meta=dict(new.meta),
         )
 
     def get(self, memory_id: str) -> MemoryEntry:
         with self._store._reading() as conn:
             self._check(conn)
-            row = conn.execute(f"SELECT {_COLUMNS} FROM memories WHERE id = ?", (memory_id,)).fetchone()
+            row = conn.execute(
+                f"SELECT {_COLUMNS} FROM memories WHERE id = ?", (memory_id,)
+            ).fetchone()
         if row is None:
             raise unknown(memory_id)
         return _entry(row)
