@@ -340,3 +340,31 @@ def test_after_a_compaction_the_revealed_tools_are_reaffirmed() -> None:
         )
         == prep.body_bytes
     )
+
+
+def test_one_sessions_reveals_are_not_anothers() -> None:
+    store = MemoryStore()
+    searcher = Agent(
+        ScriptedModel([calls(("s", SEARCH_TOOLS, {"query": "git status"})), {"text": "ok"}]),
+        [],
+        store=store,
+        session="a",
+        discovery=Discovery(discoverable()),
+    )
+    searcher.run("find it")
+    other = Agent(
+        ScriptedModel(
+            [
+                calls(("c", CALL_TOOL, {"name": "git_status", "arguments": {"repo_path": "/r"}})),
+                {"text": "ok"},
+            ]
+        ),
+        [],
+        store=store,
+        session="b",
+        discovery=Discovery(discoverable()),
+    )
+    other.run("use it")
+    refused = results(other)["c"]
+    assert refused.is_error
+    assert "search_tools reveals it" in refused.content
