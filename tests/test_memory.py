@@ -6,8 +6,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from ctxline import SQLiteStore
+from ctxline import MemoryStore, SQLiteStore
 from ctxline.context import Context
 from ctxline.errors import ValidationError
 from ctxline.memory import Memory
@@ -133,8 +135,6 @@ def test_read_only_stores_read_memories_and_refuse_writes(tmp_path: Path) -> Non
 
 
 def test_scopes_and_owners_are_checked() -> None:
-    from ctxline import MemoryStore
-
     store = MemoryStore()
     mia, bob = Memory(store, user="mia"), Memory(store, user="bob")
     note = mia.remember("likes tea", scope="user")
@@ -179,3 +179,33 @@ def test_an_agent_remembers_and_a_later_agent_recalls(tmp_path: Path) -> None:
     found = [e.event for e in agent.ctx.events if isinstance(e.event, ToolResult)]
     assert "builds use make -j4" in found[0].content
     store.close()
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["a", "b", ""]), st.sampled_from(["user", "project"])),
+        max_size=12,
+    )
+)
+def test_each_key_has_one_current_entry_the_last_written(ops: list[tuple[str, str]]) -> None:
+    for store in (MemoryStore(), SQLiteStore(":memory:")):
+        memory = Memory(store)
+        last: dict[tuple[str, str], str] = {}
+        written = []
+        for i, (key, scope) in enumerate(ops):
+            entry = memory.remember(f"fact number {i}", key, scope=scope)  # type: ignore[arg-type]
+            written.append(entry.id)
+            if key:
+                last[(scope, key)] = entry.id
+        current = memory.entries(limit=1000)
+        keyed = [(e.scope, e.key) for e in current if e.key]
+        assert len(keyed) == len(set(keyed))  # one current entry per key and scope
+        assert {(e.scope, e.key): e.id for e in current if e.key} == last
+        everything = memory.entries(include_superseded=True, limit=1000)
+        assert sorted(e.id for e in everything) == sorted(written)  # nothing lost
+        hits = memory.search("fact", limit=50)
+        assert [h.entry.current for h in hits] == sorted(
+            (h.entry.current for h in hits), reverse=True
+        )
+        store.close()
