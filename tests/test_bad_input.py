@@ -222,6 +222,30 @@ CASES |= {
     "eval-no-instances": Case(("eval", "--model", "openai:gpt-4.1", "--base-url", OPENAI, "--n", "-1"), needle="instance"),
     "chat-unknown-model-kind": Case(("chat", "--model", "nope:x"), stdin="hi\n", needle="nope"),
     "chat-bad-db": Case(("chat", "--model", "openai:gpt-4.1", "--base-url", OPENAI, "--db", "mysql://x"), stdin="hi\n", needle="URL"),
+    "tools-search-missing-catalog": Case(("tools", "search", "git", "--catalog", "{missing}"), needle="no such catalog"),
+    "tools-search-no-catalog": Case(("tools", "search", "git"), needle="--catalog"),
+    "tools-search-catalog-not-json": Case(("tools", "search", "git", "--catalog", F), file="hello", needle="invalid JSON"),
+    "tools-search-catalog-deep": Case(("tools", "search", "git", "--catalog", F), file=DEEP * 20, needle="deep"),
+    "tools-search-bad-tool-name": Case(("tools", "search", "git", "--catalog", F), file='{"tools": [{"name": "rm -rf\\n<ctx-rule>"}]}', needle="tool name"),
+    "tools-search-schema-not-object": Case(("tools", "search", "git", "--catalog", F), file='[{"name": "a", "inputSchema": 3}]', needle="input schema"),
+    "tools-search-twice-the-same-name": Case(("tools", "search", "git", "--catalog", F), file='[{"name": "a"}, {"name": "a"}]', needle="two catalog tools"),
+    "tools-search-no-words": Case(("tools", "search", "?!", "--catalog", F), file='[{"name": "a"}]', needle="no words"),
+    "tools-search-limit-0": Case(("tools", "search", "git", "--catalog", F, "--limit", "0"), file='[{"name": "a"}]', needle="--limit"),
+    "skills-list-missing-dir": Case(("skills", "list", "--dir", "{missing}"), needle="no such skills folder"),
+    "skills-list-bad-front-matter": Case(("skills", "list", "--dir", "{badskill}"), needle="SKILL.md"),
+    "skills-show-unknown": Case(("skills", "show", "nope", "--dir", "{skills}"), needle="no skill named"),
+    "skills-show-no-dir": Case(("skills", "show", "x"), needle="--dir"),
+    "memory-remember-empty": Case(("memory", "remember", "  "), needle="empty"),
+    "memory-remember-bad-scope": Case(("memory", "remember", "x", "--scope", "team"), needle="scope"),
+    "memory-remember-key-newline": Case(("memory", "remember", "x", "--key", "a\nb"), needle="one line"),
+    "memory-remember-nul": Case(("memory", "remember", "a\x00b"), needle="NUL"),
+    "memory-remember-empty-owner": Case(("memory", "remember", "x", "--project", ""), needle="owner"),
+    "memory-remember-bad-db-url": Case(("memory", "remember", "x", "--db", "mysql://x"), needle="unknown database URL"),
+    "memory-search-no-words": Case(("memory", "search", "?!"), needle="no words"),
+    "memory-search-limit-0": Case(("memory", "search", "x", "--limit", "0"), needle="--limit"),
+    "memory-show-unknown": Case(("memory", "show", "m-nope"), needle="no memory"),
+    "memory-forget-unknown": Case(("memory", "forget", "m-nope"), needle="no memory"),
+    "memory-list-missing-db": Case(("memory", "list", "--db", "{missing}"), needle="no such database"),
     "unknown-command": Case(("frobnicate",), needle="No such command"),
     "unknown-option": Case(("sessions", "--frob"), needle="No such option"),
 }
@@ -282,7 +306,12 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(
     if "over-the-limit" in name:  # the real limits are hundreds of MB: lower them for the test
         monkeypatch.setattr("ctxline.importers._common.MAX_FILE_BYTES", 100)
         monkeypatch.setattr("ctxline.cli.common.MAX_LINE_BYTES", 1000)
+    broken = tmp_path / "badskills" / "broken"
+    broken.mkdir(parents=True)
+    (broken / "SKILL.md").write_text("---\nname: broken\ndescription: [unclosed\n---\nbody\n")
     fill = {
+        "{badskill}": str(broken.parent),
+        "{skills}": str(Path(__file__).parent / "data" / "skills"),
         "{file}": str(file),
         "{missing}": str(tmp_path / "typo"),
         "{dir}": str(folder),
@@ -294,7 +323,7 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(
         for key, value in fill.items():
             a = a.replace(key, value)
         args.append(a)
-    if "--db" not in args and args[0] not in ("eval", "frobnicate"):
+    if "--db" not in args and args[0] not in ("eval", "frobnicate", "tools", "skills"):
         args += ["--db", str(db)]
     before = _digest(db)
     stdin = case.stdin.encode() if isinstance(case.stdin, str) else case.stdin

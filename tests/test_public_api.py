@@ -9,7 +9,11 @@ import pkgutil
 import ctxline
 
 # modules that need an optional SDK at import time (their extra is part of [dev])
-_OPTIONAL = {"ctxline.record.store.postgres", "ctxline.record.store.pg_migrations"}
+_OPTIONAL = {
+    "ctxline.record.store.postgres",
+    "ctxline.record.store.pg_migrations",
+    "ctxline.record.store.pg_memory",
+}
 
 
 def _modules() -> list[str]:

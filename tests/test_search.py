@@ -136,6 +136,7 @@ def _downgrade_sqlite(db: Path) -> None:
     conn = sqlite3.connect(db)
     conn.executescript(
         "DROP TABLE search_fts; DROP TABLE search_docs; DROP TABLE chain;"
+        " DROP TABLE memory_fts; DROP TABLE memories;"
         " ALTER TABLE timelines DROP COLUMN link; DELETE FROM migrations WHERE version >= 2;"
     )
     conn.close()
@@ -156,7 +157,7 @@ def test_sqlite_migration_back_fills_an_existing_database(tmp_path: Path) -> Non
     assert report.healthy
     assert "no search index yet" in next(c.detail for c in report.checks if c.name == "search")
     store = SQLiteStore(db)
-    assert store.schema_versions() == [1, 2, 3]
+    assert store.schema_versions() == [1, 2, 3, 4]
     assert [h.seq for h in store.search("s", "item299")] == [305]
     assert [h.seq for h in store.search("s", "quota")] == [3]
     assert store.integrity_check() == []
@@ -177,7 +178,7 @@ def test_postgres_migration_back_fills_an_existing_database() -> None:
         conn.execute("DROP TABLE search_docs")
         conn.execute("DELETE FROM migrations WHERE version = 2")
     store = PostgresStore(dsn)
-    assert store.schema_versions() == [1, 2, 3]
+    assert store.schema_versions() == [1, 2, 3, 4]
     assert [h.seq for h in store.search("s", "item299")] == [305]
     assert [h.seq for h in store.search("s", "quota")] == [3]
     assert store.integrity_check() == []

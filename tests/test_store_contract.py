@@ -398,3 +398,83 @@ def test_a_client_id_stored_in_another_session_is_refused_not_taken_for_a_retry(
         store.append("two", [Pending(UserMessage("x"), id="shared-id")])
     assert store.read("two") == []
     assert len(store.read("one")) == 1
+
+
+# --- memories (ctxline.record.store.memories): the same on every backend --------------
+
+from ctxline.record.store.memories import NewMemory, Owner, memories_of  # noqa: E402
+
+SHOP: list[Owner] = [("project", "shop"), ("user", "mia")]
+
+
+def test_memories_are_remembered_read_and_searched_within_their_owners(store: Store) -> None:
+    mem = memories_of(store)
+    a = mem.remember(NewMemory("Deploys run with make release", "project", "shop", tags=("ops",)))
+    b = mem.remember(NewMemory("Mia prefers short answers", "user", "mia", author="model"))
+    mem.remember(NewMemory("Deploys of the other shop use fabric", "project", "other"))
+    assert a.id.startswith("m-")
+    assert a.current
+    assert mem.get(b.id).author == "model"
+    assert [h.entry.id for h in mem.search("deploys", SHOP)] == [a.id]  # other owners unseen
+    assert [h.entry.id for h in mem.search("ops", SHOP)] == [a.id]  # tags are searched
+    assert [h.entry.id for h in mem.search('"short answers"', SHOP)] == [b.id]
+    assert mem.search("Déploys", SHOP)[0].entry.id == a.id  # accents and case folded
+    assert [e.id for e in mem.entries(SHOP)] == [b.id, a.id]  # newest first
+    with pytest.raises(ValidationError, match="no words"):
+        mem.search("?!", SHOP)
+    with pytest.raises(ValidationError, match="no memory"):
+        mem.get("m-nope")
+
+
+def test_a_memory_under_an_existing_key_supersedes_it(store: Store) -> None:
+    mem = memories_of(store)
+    old = mem.remember(NewMemory("The office is in Paris", "user", "mia", key="office"))
+    elsewhere = mem.remember(NewMemory("The office is in Lyon", "project", "shop", key="office"))
+    new = mem.remember(NewMemory("The office moved to Berlin", "user", "mia", key="office"))
+    assert mem.get(old.id).superseded_by == new.id  # kept as history
+    assert not mem.get(old.id).current
+    assert mem.get(elsewhere.id).current  # another scope's key is another fact
+    current = mem.by_key("user", "mia", "office")
+    assert current is not None
+    assert current.id == new.id
+    assert [e.id for e in mem.entries([("user", "mia")])] == [new.id]
+    both = [e.id for e in mem.entries([("user", "mia")], include_superseded=True)]
+    assert both == [new.id, old.id]
+    hits = mem.search("office", [("user", "mia")])
+    assert {h.entry.id for h in hits} == {old.id, new.id}
+    assert [h.entry.current for h in hits if h.entry.id == old.id] == [False]
+
+
+def test_forget_erases_the_text_and_keeps_a_tombstone(store: Store) -> None:
+    mem = memories_of(store)
+    secret = mem.remember(NewMemory("My card PIN is 4321", "user", "mia", key="pin"))
+    tomb = mem.forget(secret.id)
+    assert tomb.forgotten
+    assert tomb.text == ""
+    assert mem.get(secret.id).text == ""
+    assert mem.search("PIN card", [("user", "mia")]) == []
+    assert mem.entries([("user", "mia")], include_superseded=True) == []
+    assert mem.by_key("user", "mia", "pin") is None
+    with pytest.raises(ValidationError, match="no memory"):
+        mem.forget("m-missing")
+
+
+@pytest.mark.parametrize(
+    ("new", "needle"),
+    [
+        (NewMemory("", "user", "mia"), "empty"),
+        (NewMemory("x", "team", "mia"), "scope"),  # type: ignore[arg-type]
+        (NewMemory("a\x00b", "user", "mia"), "NUL"),
+        (NewMemory("x", "user", ""), "owner"),
+        (NewMemory("x", "user", "mia", key="two\nlines"), "one line"),
+        (NewMemory("x" * 20_001, "user", "mia"), "longer than"),
+        (NewMemory("x", "user", "mia", author="admin"), "author"),  # type: ignore[arg-type]
+    ],
+)
+def test_bad_memories_are_refused_and_nothing_is_stored(
+    store: Store, new: NewMemory, needle: str
+) -> None:
+    mem = memories_of(store)
+    with pytest.raises(ValidationError, match=needle):
+        mem.remember(new)
+    assert mem.entries([("user", "mia")], include_superseded=True) == []

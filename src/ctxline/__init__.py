@@ -15,6 +15,7 @@ chose and why, and can rebuild any logged request byte for byte.
 """
 
 from ctxline.context import Context, rebuild_request
+from ctxline.discovery import Catalog, Discovery, load_catalog
 from ctxline.errors import (
     BlobError,
     Conflict,
@@ -29,6 +30,7 @@ from ctxline.errors import (
 )
 from ctxline.importers import FORMATS, ImportedSession, detect_format, load
 from ctxline.importers.ingest import ImportResult, import_sessions
+from ctxline.memory import Memory
 from ctxline.record.blobs import BlobStore
 from ctxline.record.codec import canonical_json, event_to_json
 from ctxline.record.events import (
@@ -69,6 +71,7 @@ from ctxline.render import (
     to_anthropic,
     to_openai,
 )
+from ctxline.skills import Skills
 from ctxline.sources.branch import BranchMark
 from ctxline.sources.guide import GuideRegistry, MessageKind
 from ctxline.sources.rules import valid_rules
@@ -86,10 +89,12 @@ __all__ = [
     "BlobError",
     "BlobStore",
     "BranchMark",
+    "Catalog",
     "Compaction",
     "Conflict",
     "Context",
     "CtxlineError",
+    "Discovery",
     "DuplicateEventId",
     "Event",
     "Guide",
@@ -97,6 +102,7 @@ __all__ = [
     "ImportResult",
     "ImportedSession",
     "IntegrityError",
+    "Memory",
     "MemoryStore",
     "MessageKind",
     "ModelUsage",
@@ -111,6 +117,7 @@ __all__ = [
     "Rule",
     "SQLiteStore",
     "SessionInfo",
+    "Skills",
     "State",
     "StepInputs",
     "Store",
@@ -140,6 +147,7 @@ __all__ = [
     "get_counter",
     "import_sessions",
     "load",
+    "load_catalog",
     "open_store",
     "prepare",
     "rebuild_request",

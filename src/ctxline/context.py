@@ -131,6 +131,7 @@ class Context:
             self._marks, status=status, status_mode=status_mode, dynamic=dynamic is not None, extra=sources
         )
         self._app_tools: tuple[ToolSpec, ...] = ()
+        self._optional: tuple[str, ...] = ()
         self._offered: tuple[tuple[ToolSpec, ...], bytes] | None = None
         self._last: Preparation | None = None
         self.refresh()
@@ -170,11 +171,18 @@ class Context:
         """Every tool schema the next request offers, in order."""
         return (*self._app_tools, *(t.spec for t in self.tools))
 
-    def set_tools(self, tools: Sequence[ToolSpec | Tool | Mapping[str, JsonValue]]) -> bool:
+    def set_tools(
+        self,
+        tools: Sequence[ToolSpec | Tool | Mapping[str, JsonValue]],
+        *,
+        optional: Sequence[str] = (),
+    ) -> bool:
         """Offer these tool schemas (and ctxline's own) from the next request on.
 
         Returns whether the offered set changed; the ``tools`` event is recorded with the
         next request. An app tool may not take the name of one of ctxline's tools.
+        ``optional`` names the tools the ladder may drop under pressure (rung 3), least
+        needed first; a cut stays until the offered set changes.
         """
         wanted = tuple(_spec(t) for t in tools)
         reserved = {t.name for t in self.tools}
@@ -183,6 +191,7 @@ class Context:
             raise ValidationError(f"tool names {clash} are ctxline's built-in tools", field="tools")
         changed = wanted != self._app_tools
         self._app_tools = wanted
+        self._optional = tuple(optional)
         return changed
 
     def call_tool(self, call: ToolCall) -> ToolOutcome | None:
@@ -236,7 +245,14 @@ class Context:
         if self._offered is None or self._offered[0] != offered:
             self._offered = (offered, canonical_json([tool_json(t) for t in offered]))
         return StepSetup(
-            view, offered, self._offered[1], self.summarizer, self.rungs, self.ladder, new_ulid
+            view,
+            offered,
+            self._offered[1],
+            self.summarizer,
+            self.rungs,
+            self.ladder,
+            new_ulid,
+            self._optional,
         )
 
     def prepare(

@@ -22,12 +22,15 @@ from ctxline import __version__
 from ctxline.cli.admin import doctor_cmd, search_cmd
 from ctxline.cli.common import CtxlineGroup, db_option, iter_jsonl, one_line_errors
 from ctxline.cli.mcp import mcp_cmd
+from ctxline.cli.memory import memory_group
 from ctxline.cli.models import chat_cmd, eval_cmd
 from ctxline.cli.prepare import prepare_cmd, request_cmd, requests_cmd
 from ctxline.cli.replay import replay_cmd
 from ctxline.cli.run import run_cmd
 from ctxline.cli.serve import serve_cmd
+from ctxline.cli.skills import skills_group
 from ctxline.cli.tools import blob_cmd
+from ctxline.cli.tools_cmd import tools_group
 from ctxline.errors import (
     Conflict,
     UnknownSession,
@@ -276,6 +279,9 @@ main.add_command(chat_cmd)
 main.add_command(run_cmd)
 main.add_command(mcp_cmd)
 main.add_command(serve_cmd)
+main.add_command(tools_group)
+main.add_command(skills_group)
+main.add_command(memory_group)
 
 if __name__ == "__main__":  # pragma: no cover
     main()

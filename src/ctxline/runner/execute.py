@@ -16,9 +16,10 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
+from ctxline.discovery.fold import DiscoveryFold
 from ctxline.record.events import OWN_KINDS, JsonValue, ToolCall, ToolResult
 from ctxline.runner.guards import Refusal, check_call, refusal_text, strategy_hint
 from ctxline.runner.permissions import PermissionRequest, resolve
@@ -47,48 +48,98 @@ class Planned:
     values: dict[str, Any] = field(default_factory=dict)
     refusal: Refusal | None = None
     invalid: str = ""
+    inner: ToolCall | None = None
+    """``call_tool``'s call of the revealed tool it runs (same id)."""
+
+
+def _discovered(agent: Agent, call: ToolCall) -> Planned | ToolCall | None:
+    """A discovery refusal, the discoverable tool's call to run, or None (not discovery's)."""
+    discovery = agent.discovery
+    if discovery is None:
+        return None
+    others = [*agent.registry.names, *agent.builtin_names]
+    fold = agent.ctx.fold(discovery.name)
+    assert isinstance(fold, DiscoveryFold)
+    resolution = discovery.resolve(call, fold, others)
+    if resolution is None:
+        return None
+    if resolution.call is not None:
+        if resolution.call.name in discovery.tools_by_name:
+            return resolution.call
+        resolution = replace(
+            resolution,
+            call=None,
+            refused="unknown_tool",
+            reason=f"{resolution.call.name!r} has no code to run in this agent",
+            hint="Nothing was run. Use another tool, or tell the user it is not available here.",
+        )
+    planned = Planned(call, "unknown", BUILTIN_META)
+    if resolution.refused == "invalid_arguments":
+        planned.invalid = resolution.text(call)
+    else:
+        planned.refusal = Refusal("unknown_tool", resolution.reason, resolution.hint)
+    return planned
 
 
 def _plan(agent: Agent, call: ToolCall, allowed: dict[str, int]) -> Planned:
+    found = _discovered(agent, call)
+    if isinstance(found, Planned):
+        return found
     tool = agent.registry.get(call.name)
-    if tool is not None:
+    if found is not None:
+        assert agent.discovery is not None
+        tool = agent.discovery.tools_by_name[found.name]
+        planned = Planned(call, "app", tool.meta, tool, inner=found if found.name != call.name else None)
+    elif tool is not None:
         planned = Planned(call, "app", tool.meta, tool)
     elif call.name in agent.builtin_names:
         planned = Planned(call, "ctxline", BUILTIN_META)
     elif agent.subagents is not None and call.name == "spawn_agent":
         planned = Planned(call, "spawn", agent.subagents.meta)
     else:
-        names = ", ".join([*agent.registry.names, *sorted(agent.builtin_names)])
+        known = [*agent.registry.names, *sorted(agent.builtin_names)]
+        names = ", ".join(known)
         reason = f"there is no tool named {call.name!r}: it is not available"
         hint = f"Use one of the tools offered: {names}." if names else "No tools are offered."
+        if agent.discovery is not None:
+            near = agent.discovery.nearest(call.name, known)
+            hint = f"The nearest tools: {', '.join(near)}. " + (
+                "search_tools finds others." if near else "Call search_tools to find one."
+            )
         return Planned(call, "unknown", BUILTIN_META, refusal=Refusal("unknown_tool", reason, hint))
+    target = planned.inner or call
     refusal = check_call(
-        agent.ledger, call, planned.meta, agent.limits, allowed_in_batch=allowed.get(call.name, 0)
+        agent.ledger,
+        call,
+        planned.meta,
+        agent.limits,
+        allowed_in_batch=allowed.get(target.name, 0),
+        name=target.name,
     )
     if refusal is not None:
         planned.refusal = refusal
         return planned
     try:
         if planned.tool is not None:
-            planned.values = planned.tool.validate(call.arguments)
+            planned.values = planned.tool.validate(target.arguments)
         elif planned.kind == "spawn":
             assert agent.subagents is not None
             planned.values = agent.subagents.validate(call.arguments)
     except ArgumentsInvalid as exc:
         if planned.tool is not None:
-            planned.invalid = planned.tool.invalid_text(exc, call.arguments)
+            planned.invalid = planned.tool.invalid_text(exc, target.arguments)
         else:
             planned.invalid = detailed_tool_error(
                 exc, call.name, call.arguments, include_traceback=False
             )
         return planned
     request = PermissionRequest(
-        call,
+        target,
         planned.meta,
         planned.meta.kinds,
         agent.ctx.session,
         agent.ledger.turns,
-        agent.ledger.ran.get(call.name, 0) + allowed.get(call.name, 0),
+        agent.ledger.ran.get(target.name, 0) + allowed.get(target.name, 0),
         builtin=planned.kind != "app",
         extra=agent.extra,
     )
@@ -101,7 +152,7 @@ def _plan(agent: Agent, call: ToolCall, allowed: dict[str, int]) -> Planned:
             "Do not retry this call unchanged; choose another way or ask the user.",
         )
         return planned
-    allowed[call.name] = allowed.get(call.name, 0) + 1
+    allowed[target.name] = allowed.get(target.name, 0) + 1
     return planned
 
 
@@ -112,6 +163,8 @@ def _meta(planned: Planned, **runner: JsonValue) -> dict[str, JsonValue]:
         meta["runner"] = info
     if not planned.meta.trimmable:
         meta["trimmable"] = False
+    if planned.inner is not None:
+        meta["discovery"] = {"tool": planned.inner.name}
     return meta
 
 
@@ -149,7 +202,9 @@ async def _execute(agent: Agent, planned: Planned) -> tuple[ToolOutcome, dict[st
         return await agent.subagents.spawn(agent, call, planned.values)
     tool = planned.tool
     assert tool is not None
-    context = CallContext(call, agent.ctx.session, agent.ctx.blobs, agent.ledger.turns, agent.extra)
+    context = CallContext(
+        planned.inner or call, agent.ctx.session, agent.ctx.blobs, agent.ledger.turns, agent.extra
+    )
     timeout = tool.meta.timeout or agent.limits.tool_timeout
     if tool.meta.background:
         job = agent.jobs.new_id(agent.ledger.jobs_started)
@@ -193,8 +248,9 @@ async def _run_one(agent: Agent, planned: Planned, gate: asyncio.Semaphore) -> T
                 hint = strategy_hint(agent.ledger, call, agent.limits)
                 if hint:
                     content = f"{content}\n\n{hint}"
+    own = {k: v for k, v in outcome.meta.items() if k not in ("runner", "trimmable")}
     result = ToolResult(
-        call.id, content, call.name, outcome.is_error, _meta(planned, ms=ms, **extra)
+        call.id, content, call.name, outcome.is_error, {**own, **_meta(planned, ms=ms, **extra)}
     )
     agent.append(result, *outcome.events)
     return result

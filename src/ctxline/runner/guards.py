@@ -116,13 +116,21 @@ def refusal_text(call: ToolCall, refusal: Refusal) -> str:
 
 
 def check_call(
-    ledger: Ledger, call: ToolCall, meta: ToolMeta, limits: Limits, *, allowed_in_batch: int = 0
+    ledger: Ledger,
+    call: ToolCall,
+    meta: ToolMeta,
+    limits: Limits,
+    *,
+    allowed_in_batch: int = 0,
+    name: str | None = None,
 ) -> Refusal | None:
     """Whether ``call`` may run: a :class:`Refusal` when a limit forbids it.
 
     ``allowed_in_batch`` counts the calls of the same tool already allowed in this reply
-    (they have no result in the record yet).
+    (they have no result in the record yet); ``name`` is the tool that runs when it is
+    not ``call.name`` (``call_tool``'s inner tool: ``max_calls`` counts that one).
     """
+    tool = name or call.name
     if limits.repeat_limit:
         key = call_key(call)
         streak = ledger.streak_before(call.id, key, limits.repeat_limit)
@@ -135,13 +143,13 @@ def check_call(
                 "change the arguments, use another tool, or explain what is blocking you.",
             )
     if meta.max_calls is not None:
-        ran = ledger.ran.get(call.name, 0) + allowed_in_batch
+        ran = ledger.ran.get(tool, 0) + allowed_in_batch
         if ran >= meta.max_calls:
             return Refusal(
                 "max_calls",
-                f"{call.name} may run {meta.max_calls} time{'s' if meta.max_calls != 1 else ''}"
+                f"{tool} may run {meta.max_calls} time{'s' if meta.max_calls != 1 else ''}"
                 f" in this session and has run {ran} ({ran}/{meta.max_calls} max)",
-                f"Do not call {call.name!r} again: work with the results you have, use another "
+                f"Do not call {tool!r} again: work with the results you have, use another "
                 "tool, or tell the user the limit was reached.",
             )
     return None

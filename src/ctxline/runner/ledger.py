@@ -42,7 +42,7 @@ from ctxline.record.events import (
 from ctxline.runner.usage import Totals
 from ctxline.sources.status import call_key
 
-__all__ = ["RECENT", "CallEntry", "JobInfo", "Ledger", "runner_meta"]
+__all__ = ["RECENT", "CallEntry", "JobInfo", "Ledger", "ran_name", "runner_meta"]
 
 RECENT = 256
 """Recent calls kept for the guards (a streak longer than this is still "long enough")."""
@@ -53,6 +53,13 @@ State = Literal["open", "ok", "failed", "refused"]
 def runner_meta(meta: dict[str, JsonValue]) -> dict[str, JsonValue]:
     value = meta.get("runner")
     return value if isinstance(value, dict) else {}
+
+
+def ran_name(event: ToolResult) -> str:
+    """The tool a result ran: ``call_tool``'s inner tool (``meta.discovery.tool``), else its name."""
+    inner = event.meta.get("discovery")
+    tool = inner.get("tool") if isinstance(inner, dict) else None
+    return tool if isinstance(tool, str) and tool else event.name
 
 
 @dataclass
@@ -126,7 +133,8 @@ class Ledger:
             if entry is not None:
                 entry.state = "refused" if refused else "failed" if event.is_error else "ok"
             if not refused:
-                self.ran[event.name] = self.ran.get(event.name, 0) + 1
+                ran = ran_name(event)
+                self.ran[ran] = self.ran.get(ran, 0) + 1
             job = meta.get("job")
             if isinstance(job, str) and job:
                 self.jobs_started += 1

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from ctxline.context import BUILTIN_TOOLS, Context
+from ctxline.discovery.source import Discovery
 from ctxline.errors import CompactionError, ContextOverflow, ValidationError
 from ctxline.models.base import ModelClient, ModelError, ModelReply
 from ctxline.pricing import PriceTable, price_for
@@ -102,6 +103,9 @@ class Agent:
         context: Mapping[str, Any] | None = None,
         builtin_tools: Sequence[Tool] = BUILTIN_TOOLS,
         name: str = "agent",
+        discovery: Discovery | None = None,
+        skills: Source | None = None,
+        memory: Source | None = None,
     ) -> None:
         self.model = model
         self.registry = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
@@ -122,20 +126,33 @@ class Agent:
         self.stop_when = stop_when
         self.extra: Mapping[str, Any] = dict(context or {})
         self.name = name
-        status = StatusConfig(limits=dict(self.registry.limits()))
+        self.discovery = discovery
+        if discovery is not None:
+            clash = [n for n in discovery.catalog.names if n in self.registry]
+            if clash:
+                raise ValidationError(
+                    f"tools {clash} are both core and discoverable; give each to one of them",
+                    field="discovery",
+                )
+        extra = [s for s in (discovery, skills, memory) if s is not None]
+        caps = dict(self.registry.limits())
+        if discovery is not None:
+            caps |= {n: t.meta.max_calls for n, t in discovery.tools_by_name.items() if t.meta.max_calls}
+        status = StatusConfig(limits=caps)
         self.ctx = Context(
             self.store,
             session or f"run-{new_ulid().lower()}",
             timeline,
             options=options or default_options(model),
             status=status,
-            sources=[JobsSource(), *sources],
+            sources=[JobsSource(), *sources, *extra],
             builtin_tools=builtin_tools,
         )
         self.builtin_names = frozenset(t.name for t in self.ctx.tools)
         specs = [*self.registry.specs()]
         if subagents is not None:
             specs.append(subagents.spec())
+        self._core_specs = tuple(specs)
         self.ctx.set_tools(specs)
         self.ledger = Ledger(table=prices)
         self.ledger.catch_up(self.ctx.events)
@@ -223,6 +240,7 @@ class Agent:
         reason = budget_stop(self.ledger, self.limits, 0)
         if reason is not None:
             return self._finish(reason)
+        self._offer_tools()
         try:
             prep = self.ctx.prepare()
         except ContextOverflow as exc:
@@ -244,6 +262,12 @@ class Agent:
             return self._finish("final", step=step)
         self._run.steps.append(step)
         return step
+
+    def _offer_tools(self) -> None:
+        """The next request's tools: the core ones and, in native discovery, the revealed
+        schemas (those rung 3 may drop listed as optional, least needed first)."""
+        if self.discovery is not None:
+            self.discovery.offer(self.ctx, self._core_specs)
 
     async def _call_model(self, prep: Preparation) -> ModelReply:
         reply, events = await call_model(

@@ -17,12 +17,12 @@ runs one; a handler that raises gives the four-layer detailed error of seed 001
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from ctxline.record.blobs import BlobStore
-from ctxline.record.events import Event, ToolCall, ToolResult
+from ctxline.record.events import Event, JsonValue, ToolCall, ToolResult
 from ctxline.render.neutral import ToolSpec
 from ctxline.tools.errors import detailed_tool_error
 
@@ -55,9 +55,12 @@ class ToolOutcome:
     is_error: bool = False
     events: tuple[Event, ...] = ()
     """Appended after the tool result, in order (e.g. the ``todo`` event of todo_write)."""
+    meta: Mapping[str, JsonValue] = field(default_factory=dict)
+    """Written in the result's ``meta`` (what a fold reads back: the tools a search
+    revealed, the skill a read loaded); never rendered."""
 
     def result(self, call: ToolCall) -> ToolResult:
-        return ToolResult(call.id, self.content, call.name, self.is_error)
+        return ToolResult(call.id, self.content, call.name, self.is_error, dict(self.meta))
 
 
 ToolHandler = Callable[[ToolCall, ToolEnv], ToolOutcome]

@@ -126,6 +126,15 @@ class Reducer(Protocol):
 
     def drop_tail(self, ids: Sequence[str]) -> None: ...
 
+    def optional_tools(self) -> list[tuple[str, int]]:
+        """(name, schema tokens) of the optional tool schemas still offered, least
+        needed first (never a forced or required tool)."""
+        ...
+
+    def drop_tools(self, names: Sequence[str]) -> None:
+        """Offer the tools without ``names`` from this request on, and measure again."""
+        ...
+
     def note(self, action: Action) -> None:
         """Report an action that changed nothing (a compaction that could not be made)."""
         ...
@@ -188,9 +197,20 @@ def drop_dynamic(r: Reducer, goal: Goal) -> bool:
 
 
 def drop_tools(r: Reducer, goal: Goal) -> bool:
-    """Rung 3: optional tool schemas (discovered, not used recently). Core tools are
-    always offered; with no discoverable tools there is nothing to drop."""
-    return False
+    """Rung 3: optional tool schemas (discovered, not used recently), least needed first,
+    until their tokens cover the excess; one cut per step. Core, required and forced
+    tools are never optional; with no discoverable tools there is nothing to drop."""
+    excess = r.total - goal.tokens
+    chosen: list[str] = []
+    for name, tokens in r.optional_tools():
+        if excess <= 0:
+            break
+        chosen.append(name)
+        excess -= tokens
+    if not chosen:
+        return False
+    r.drop_tools(chosen)
+    return True
 
 
 def trim_outputs(r: Reducer, goal: Goal) -> bool:

@@ -18,6 +18,7 @@ prefix report compares against it exactly as a warm cache would.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -69,6 +70,9 @@ class StepSetup:
     new_id: Callable[[], str] | None = None
     """Ids of the planned events (None: the store assigns them; the cache is then
     re-fed from the stored events)."""
+    optional_tools: tuple[str, ...] = ()
+    """Names of ``tools`` that rung 3 may drop under pressure, least needed first
+    (discovered schemas not used recently); the others are required."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,12 +110,14 @@ class _Step:
         self.chain = Chain(record, self.planned)
         self.tail_items: list[TailItem] = []
         self.dropped: list[str] = []
+        self.tools_dropped: tuple[str, ...] = ()
         self.notes: list[Action] = []
         self.deferred: list[Reduction] = []
         self.failures: list[tuple[bool, str]] = []
         self.system = ""
         self.meta: dict[str, JsonValue] = {}
         self.prep: Preparation | None = None
+        self.offered_json = b""
         self._ids = 0
 
     # --- planning ---------------------------------------------------------------------
@@ -146,6 +152,8 @@ class _Step:
         extra = [*self.notes]
         if self.dropped:
             extra.insert(0, Action("drop_dynamic", items=tuple(self.dropped)))
+        if self.tools_dropped:
+            extra.insert(0, Action("drop_tools", items=self.tools_dropped))
         self.prep = render_step(
             self.cache, self.setup.view, self.inputs(), extra_actions=extra, remember=False
         )
@@ -197,6 +205,29 @@ class _Step:
     def optional_tail(self) -> list[tuple[str, int]]:
         return [(i.id, i.priority) for i in self.tail_items if not i.required and i.id not in self.dropped]
 
+    def optional_tools(self) -> list[tuple[str, int]]:
+        """(name, tokens of its schema) of the optional tools still offered; a tool the
+        step forces (``tool_choice``) is never optional."""
+        shown = {t.name: t for t in self.cache.record.tools}
+        forced = self.request.tool_choice
+        return [
+            (name, self.counter.count(canonical_json(tool_json(shown[name])).decode()))
+            for name in self.setup.optional_tools
+            if name in shown and name != forced
+        ]
+
+    def drop_tools(self, names: Sequence[str]) -> None:
+        """Offer the tools without ``names`` from this request on: one ``tools`` event
+        (``meta.dropped``: every offered tool it leaves out; ``meta.offered``: the hash of
+        the set it was cut from, so the cut stays while the app offers that set)."""
+        gone = set(names)
+        keep = tuple(tool_json(t) for t in self.cache.record.tools if t.name not in gone)
+        left_out = [t.name for t in self.setup.tools if t.name not in {k["name"] for k in keep}]
+        meta: dict[str, JsonValue] = {"dropped": left_out, "offered": _sha(self.offered_json)}
+        self.tools_dropped = (*self.tools_dropped, *names)
+        self.add(Tools(keep, meta))
+        self.render()
+
     def reduce(self, *reductions: Reduction) -> None:
         self.add(*reductions)
         self.render()
@@ -208,6 +239,15 @@ class _Step:
     def note(self, action: Action) -> None:
         self.notes.append(action)
         self.render()
+
+
+def _sha(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def _cut_from(event: Tools | None, offered: bytes) -> bool:
+    """Whether ``event`` is rung 3's cut of exactly the set offered now (it stays)."""
+    return event is not None and event.meta.get("offered") == _sha(offered)
 
 
 def _previous(record: Sequence[StoredEvent], setup: ViewSetup, cache: ViewCache) -> None:
@@ -252,7 +292,12 @@ def plan_step(
     wanted_json = setup.tools_json
     if wanted_json is None:
         wanted_json = canonical_json([tool_json(t) for t in setup.tools])
-    if (rec.tools_event is not None or setup.tools) and wanted_json != rec.tools_bytes:
+    step.offered_json = wanted_json
+    if (
+        (rec.tools_event is not None or setup.tools)
+        and wanted_json != rec.tools_bytes
+        and not _cut_from(rec.tools_event, wanted_json)
+    ):
         step.add(Tools(tuple(tool_json(t) for t in setup.tools)))
     ctx = StepContext(request.now, step.chain, setup.view.options, setup.view.counter, request.dynamic)
     for source in setup.view.sources:

@@ -45,6 +45,7 @@ from ctxline.record.store.checks import (
     prepare_batch,
     resolve_retry,
 )
+from ctxline.record.store.memories import InMemoryMemories
 from ctxline.record.store.textsearch import (
     bm25_scores,
     check_limit,
@@ -98,12 +99,18 @@ class MemoryStore:
         self._counts: dict[tuple[str, str], int] = {}
         self._blobs = MemoryBlobs()
         self._lock = threading.RLock()
+        self._memories = InMemoryMemories(clock, new_id)
         # event id -> indexed words and their counts, filled on first search
         self._words: dict[str, tuple[list[str], Counter[str]]] = {}
 
     @property
     def blobs(self) -> BlobStore:
         return self._blobs
+
+    @property
+    def memories(self) -> InMemoryMemories:
+        """The memories kept across sessions (of this process only)."""
+        return self._memories
 
     # sessions and timelines
 

@@ -81,6 +81,7 @@ from ctxline.record.store.pg_events import (
     visible_segments,
 )
 from ctxline.record.store.pg_health import pg_health
+from ctxline.record.store.pg_memory import PgMemories
 from ctxline.record.store.pg_migrations import PG_MIGRATIONS, apply_pg_migrations, index_events
 from ctxline.record.store.pg_sessions import PgSessions, _read_only, _tables, pg_failure, redact
 from ctxline.record.store.retry import append_with_retry
@@ -163,6 +164,11 @@ class PostgresStore(PgSessions):
     @property
     def blobs(self) -> BlobStore:
         return self._blobs
+
+    @property
+    def memories(self) -> PgMemories:
+        """The memories kept across sessions (:mod:`ctxline.record.store.memories`)."""
+        return PgMemories(self)
 
     # events
 

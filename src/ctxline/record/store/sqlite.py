@@ -73,6 +73,7 @@ from ctxline.record.store.sqlite_files import (
     held_open,
 )
 from ctxline.record.store.sqlite_health import connection_health
+from ctxline.record.store.sqlite_memory import SQLiteMemories
 from ctxline.record.store.sqlite_sessions import SQLiteSessions
 from ctxline.record.store.textsearch import check_limit, index_words, parse_query, to_hits
 
@@ -158,6 +159,11 @@ class SQLiteStore(SQLiteSessions):
     @property
     def blobs(self) -> BlobStore:
         return self._blobs
+
+    @property
+    def memories(self) -> SQLiteMemories:
+        """The memories kept across sessions (:mod:`ctxline.record.store.memories`)."""
+        return SQLiteMemories(self)
 
     # events
 

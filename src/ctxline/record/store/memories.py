@@ -1,0 +1,310 @@
+"""Memories across sessions: the value types, the Protocol every store's ``memories`` keeps,
+and the in-process backend.
+
+Why: what an agent learned (the deploy command, the user's time zone) should outlive
+the session, and a correction must *replace* the old fact, not sit beside it and lose
+to it in the ranking (mem0 #4536). So a memory may have a ``key``; remembering under an
+existing key (in the same scope and owner) supersedes the current entry: the old one
+is kept as history, marked ``superseded_by``, and is never returned as current.
+``forget`` marks an entry forgotten and erases its text (a tombstone keeps the id).
+
+Scopes are ``user``, ``project`` and ``agent``, each with an owner (``("user", "mia")``).
+Every backend indexes the same normalized words (:mod:`.textsearch`: the text, the key's
+words, the tags) — FTS5 on SQLite, a ``tsvector`` on PostgreSQL, BM25 here — so they
+agree on which memories match; only scores differ. One contract suite checks all three
+(``tests/test_store_contract.py``).
+
+    mem = store.memories
+    first = mem.remember(NewMemory("deploy with make ship", "project", "shop", key="deploy"))
+    fixed = mem.remember(NewMemory("deploy with make release", "project", "shop", key="deploy"))
+    mem.get(first.id).superseded_by == fixed.id
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Literal, Protocol, TypeGuard, runtime_checkable
+
+from ctxline.errors import ValidationError
+from ctxline.record.events import JsonValue
+from ctxline.record.store.textsearch import bm25_scores, parse_query, words
+
+__all__ = [
+    "AUTHORS",
+    "MAX_MEMORY_CHARS",
+    "SCOPES",
+    "Author",
+    "InMemoryMemories",
+    "MemoryBackend",
+    "MemoryEntry",
+    "MemoryHit",
+    "NewMemory",
+    "Owner",
+    "Scope",
+    "check_new",
+    "is_scope",
+    "memories_of",
+    "memory_words",
+    "unknown",
+]
+
+Scope = Literal["user", "project", "agent"]
+Author = Literal["model", "app", "user"]
+SCOPES: tuple[Scope, ...] = ("user", "project", "agent")
+AUTHORS: tuple[Author, ...] = ("model", "app", "user")
+Owner = tuple[Scope, str]
+MAX_MEMORY_CHARS = 20_000
+MAX_KEY_CHARS = 200
+MAX_TAGS = 20
+
+
+def is_scope(value: object) -> TypeGuard[Scope]:
+    return value in SCOPES
+
+
+@dataclass(frozen=True, slots=True)
+class NewMemory:
+    """A memory to remember (what ``remember`` is given)."""
+
+    text: str
+    scope: Scope
+    owner: str
+    key: str = ""
+    tags: tuple[str, ...] = ()
+    author: Author = "app"
+    """``model`` when the model wrote it (the ``remember`` tool): such a memory is the
+    model's own note, never an instruction."""
+    session: str = ""
+    meta: dict[str, JsonValue] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryEntry:
+    """A stored memory: current, superseded (kept as history) or forgotten (text erased)."""
+
+    id: str
+    scope: Scope
+    owner: str
+    text: str
+    key: str
+    tags: tuple[str, ...]
+    author: Author
+    session: str
+    created_at: datetime
+    superseded_by: str = ""
+    forgotten: bool = False
+    meta: dict[str, JsonValue] = field(default_factory=dict)
+
+    @property
+    def current(self) -> bool:
+        return not self.superseded_by and not self.forgotten
+
+    def to_json(self) -> dict[str, JsonValue]:
+        from ctxline.record.codec import format_at
+
+        return {
+            "id": self.id,
+            "scope": self.scope,
+            "owner": self.owner,
+            "key": self.key,
+            "text": self.text,
+            "tags": list(self.tags),
+            "author": self.author,
+            "session": self.session,
+            "created_at": format_at(self.created_at),
+            "current": self.current,
+            "superseded_by": self.superseded_by or None,
+            "forgotten": self.forgotten,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryHit:
+    entry: MemoryEntry
+    score: float
+
+
+def _line(value: str, what: str, limit: int) -> str:
+    if not isinstance(value, str):
+        raise ValidationError(f"the memory's {what} must be text", field=what)
+    if len(value) > limit:
+        raise ValidationError(
+            f"the memory's {what} is longer than {limit:,} characters", field=what
+        )
+    if any(ord(c) < 32 for c in value):
+        raise ValidationError(
+            f"the memory's {what} must be one line without control characters", field=what
+        )
+    return value
+
+
+def check_new(new: NewMemory) -> NewMemory:
+    """``new`` checked (ValidationError naming the field): non-empty text without NUL,
+    a known scope and author, a one-line owner, key and tags."""
+    if not isinstance(new.text, str) or not new.text.strip():
+        raise ValidationError("the memory's text is empty", field="text")
+    if len(new.text) > MAX_MEMORY_CHARS:
+        raise ValidationError(
+            f"the memory's text is longer than {MAX_MEMORY_CHARS:,} characters", field="text"
+        )
+    if "\x00" in new.text:
+        raise ValidationError("the memory's text contains a NUL character", field="text")
+    if not is_scope(new.scope):
+        raise ValidationError(
+            f"scope must be one of {list(SCOPES)}, got {new.scope!r}", field="scope"
+        )
+    if new.author not in AUTHORS:
+        raise ValidationError(
+            f"author must be one of {list(AUTHORS)}, got {new.author!r}", field="author"
+        )
+    if not _line(new.owner, "owner", MAX_KEY_CHARS).strip():
+        raise ValidationError(f"the {new.scope} scope needs an owner name", field="owner")
+    _line(new.key, "key", MAX_KEY_CHARS)
+    if len(new.tags) > MAX_TAGS:
+        raise ValidationError(f"a memory takes at most {MAX_TAGS} tags", field="tags")
+    tags = tuple(_line(t, "tag", 64).strip() for t in new.tags)
+    return replace(new, key=new.key.strip(), tags=tuple(t for t in tags if t))
+
+
+def memory_words(text: str, key: str, tags: Sequence[str]) -> list[str]:
+    """What a memory is found by: the words of its text, its key and its tags."""
+    return [
+        *words(text),
+        *words(key.replace("_", " ").replace("-", " ")),
+        *(w for t in tags for w in words(t)),
+    ]
+
+
+@runtime_checkable
+class MemoryBackend(Protocol):
+    """What ``store.memories`` does on every backend (see the module docstring)."""
+
+    def remember(self, new: NewMemory) -> MemoryEntry:
+        """Store ``new``; with a key, the current entry of (scope, owner, key) is superseded
+        in the same transaction."""
+        ...
+
+    def get(self, memory_id: str) -> MemoryEntry:
+        """The entry (ValidationError naming the id when there is none)."""
+        ...
+
+    def by_key(self, scope: Scope, owner: str, key: str) -> MemoryEntry | None:
+        """The current entry of a key, or None."""
+        ...
+
+    def search(self, query: str, owners: Sequence[Owner], *, limit: int = 10) -> list[MemoryHit]:
+        """Entries of ``owners`` (current and superseded, never forgotten) holding any word
+        or "phrase" of ``query``, best first; ValidationError for a query without words."""
+        ...
+
+    def entries(
+        self, owners: Sequence[Owner], *, include_superseded: bool = False, limit: int = 100
+    ) -> list[MemoryEntry]:
+        """The entries of ``owners``, newest first (forgotten ones never)."""
+        ...
+
+    def forget(self, memory_id: str) -> MemoryEntry:
+        """Mark the entry forgotten and erase its text; returns the tombstone."""
+        ...
+
+
+def memories_of(store: object) -> MemoryBackend:
+    """``store.memories``, or a ValidationError saying the store keeps none."""
+    backend = getattr(store, "memories", None)
+    if not isinstance(backend, MemoryBackend):
+        raise ValidationError(f"{type(store).__name__} keeps no memories", field="memory")
+    return backend
+
+
+def unknown(memory_id: str) -> ValidationError:
+    shown = json.dumps(str(memory_id)[:80], ensure_ascii=True)
+    return ValidationError(f"no memory with id {shown}", field="id")
+
+
+class InMemoryMemories:
+    """The memories of a :class:`~ctxline.record.store.MemoryStore` (this process only)."""
+
+    def __init__(self, clock: Callable[[], datetime], new_id: Callable[[], str]) -> None:
+        self._clock, self._new_id = clock, new_id
+        self._entries: dict[str, MemoryEntry] = {}
+        self._words: dict[str, tuple[list[str], Counter[str]]] = {}
+        self._lock = threading.RLock()
+
+    def remember(self, new: NewMemory) -> MemoryEntry:
+        new = check_new(new)
+        with self._lock:
+            entry = MemoryEntry(
+                "m-" + self._new_id(),
+                new.scope,
+                new.owner,
+                new.text,
+                new.key,
+                new.tags,
+                new.author,
+                new.session,
+                self._clock(),
+                meta=dict(new.meta),
+            )
+            old = self.by_key(new.scope, new.owner, new.key) if new.key else None
+            if old is not None:
+                self._entries[old.id] = replace(old, superseded_by=entry.id)
+            self._entries[entry.id] = entry
+            found = memory_words(new.text, new.key, new.tags)
+            self._words[entry.id] = (found, Counter(found))
+            return entry
+
+    def get(self, memory_id: str) -> MemoryEntry:
+        entry = self._entries.get(memory_id)
+        if entry is None:
+            raise unknown(memory_id)
+        return entry
+
+    def by_key(self, scope: Scope, owner: str, key: str) -> MemoryEntry | None:
+        return next(
+            (
+                e
+                for e in self._entries.values()
+                if e.current and e.key == key and e.scope == scope and e.owner == owner
+            ),
+            None,
+        )
+
+    def search(self, query: str, owners: Sequence[Owner], *, limit: int = 10) -> list[MemoryHit]:
+        parsed = parse_query(query)
+        wanted = set(owners)
+        with self._lock:
+            live = [
+                e
+                for e in self._entries.values()
+                if not e.forgotten and (e.scope, e.owner) in wanted
+            ]
+            docs = [(i, *self._words[e.id]) for i, e in enumerate(live)]
+            scored = bm25_scores(docs, parsed)
+        scored.sort(key=lambda s: (-s[1], -s[0]))
+        return [MemoryHit(live[i], round(score, 6)) for i, score in scored[:limit]]
+
+    def entries(
+        self, owners: Sequence[Owner], *, include_superseded: bool = False, limit: int = 100
+    ) -> list[MemoryEntry]:
+        wanted = set(owners)
+        found = [
+            e
+            for e in self._entries.values()
+            if (e.scope, e.owner) in wanted
+            and not e.forgotten
+            and (include_superseded or e.current)
+        ]
+        return list(reversed(found))[:limit]
+
+    def forget(self, memory_id: str) -> MemoryEntry:
+        with self._lock:
+            entry = self.get(memory_id)
+            tomb = replace(entry, text="", tags=(), forgotten=True)
+            self._entries[memory_id] = tomb
+            self._words[memory_id] = ([], Counter())
+            return tomb
