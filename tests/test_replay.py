@@ -266,8 +266,14 @@ def test_a_compaction_that_saves_too_little_is_not_applied_but_reported() -> Non
 
     store = MemoryStore()
     # the window fits the whole session (built-in tools included) without a compaction
+    # defer=False: reduce as soon as the pressure line is crossed (by default the view
+    # waits while waiting is cheaper, and this request fits, so nothing would be tried)
     options = PrepareOptions(
-        context_window=6_400, max_output=1_000, offload_tokens=0, min_compaction_saving=0.9
+        context_window=6_400,
+        max_output=1_000,
+        offload_tokens=0,
+        min_compaction_saving=0.9,
+        defer=False,
     )
     ctx = Context(store, "s", options=options, counter=COUNTER)
     ctx.append(*_long_session(14))

@@ -157,7 +157,17 @@ class Context:
         self.refresh()
         stored = self.writer.append(list(events), expected_seq=expected_seq)
         self._events.extend(stored)
+        self._count_ahead(stored)
         return stored
+
+    def _count_ahead(self, stored: Sequence[StoredEvent]) -> None:
+        """Count long new results now, so the next ``prepare`` finds their tokens (counting
+        is O(new) either way; done here it is off the path of the model call)."""
+        if self.options.timestamps is not None:
+            return
+        long = [e.event.content for e in stored if isinstance(e.event, ToolResult) and len(e.event.content) >= 2_048]
+        if long:
+            self._cache.count_texts(long, self._setup(None).view)
 
     # --- tools ------------------------------------------------------------------------
 

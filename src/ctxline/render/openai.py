@@ -148,6 +148,12 @@ class OpenAIAssembler:
             lead, bool(system), [canonical_json(_message(m)) for m in live], foot
         )
 
+    def patch(self, frozen: Sequence[NeutralMessage], indexes: Sequence[int]) -> None:
+        """Frozen messages at ``indexes`` were replaced (a view edit): re-serialize those."""
+        self._stream.replace(
+            {i: canonical_json(_message(frozen[i])) for i in indexes if i < self._fed}
+        )
+
 
 
 def to_openai(

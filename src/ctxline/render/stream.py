@@ -75,6 +75,23 @@ class Stream:
             self.parts.append(part)
             self.digest.update(part)
 
+    def replace(self, changes: dict[int, bytes]) -> None:
+        """Items ``index → bytes`` changed (an edit of frozen history): new lists, so the
+        bodies already returned keep theirs; the hash is made again."""
+        if not changes:
+            return
+        items = list(self.items)
+        for index, item in changes.items():
+            items[index] = item
+        self.items = items
+        if self.lead is None:
+            return
+        parts = list(self.parts)
+        for index, item in changes.items():
+            parts[index + 1] = b"," + item if parts[index + 1][:1] == b"," else item
+        self.parts = parts
+        self.digest = hashlib.sha256(b"".join(parts))
+
     def body(
         self, lead: bytes, lead_has_item: bool, live: Sequence[bytes], foot: bytes
     ) -> BodyParts:

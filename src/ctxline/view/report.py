@@ -24,6 +24,7 @@ from ctxline.render.neutral import PairingReport
 __all__ = [
     "Action",
     "Budget",
+    "CostReport",
     "FirstDifference",
     "Pairing",
     "PrefixReport",
@@ -172,6 +173,44 @@ class Pairing:
 
 
 @dataclass(frozen=True, slots=True)
+class CostReport:
+    """What the budget's cost model decided at this step, and from what (docs/budget.md).
+
+    ``decision``: ``keep`` (an edit would not pay), ``edit`` (folds and trims under the
+    pressure line, because they pay), ``wait`` (over the pressure line, waiting is still
+    cheaper than reducing), ``reduce`` (over the line, reducing now), ``edits`` or
+    ``compact`` (what the reduction chose). ``alpha`` and ``write_premium`` price cached
+    reads and writes; ``steps`` is N, ``gain`` the expected saving in input-token units,
+    ``threshold`` what an edit under the line must beat; ``rent`` and ``buy`` the ski-rental
+    sums over the line.
+    """
+
+    decision: str
+    alpha: float
+    write_premium: float
+    steps: float = 0.0
+    gain: int = 0
+    threshold: int = 0
+    saved: int = 0
+    rewritten: int = 0
+    rent: int = 0
+    buy: int = 0
+    waited: int = 0
+
+    def to_json(self) -> dict[str, JsonValue]:
+        out: dict[str, JsonValue] = {
+            "decision": self.decision,
+            "alpha": self.alpha,
+            "write_premium": self.write_premium,
+        }
+        for name in ("steps", "gain", "threshold", "saved", "rewritten", "rent", "buy", "waited"):
+            value = getattr(self, name)
+            if value:
+                out[name] = value
+        return out
+
+
+@dataclass(frozen=True, slots=True)
 class Report(Mapping[str, JsonValue]):
     """The preparation report of one step (a mapping over :meth:`to_json` too)."""
 
@@ -186,6 +225,8 @@ class Report(Mapping[str, JsonValue]):
     pairing: Pairing
     guide_version: str | None
     status: Mapping[str, JsonValue] | None = None
+    cost: CostReport | None = None
+    """The cost model's decision (absent when there was nothing to decide)."""
 
     def to_json(self) -> dict[str, JsonValue]:
         out: dict[str, JsonValue] = {
@@ -202,6 +243,8 @@ class Report(Mapping[str, JsonValue]):
         }
         if self.status is not None:
             out["status"] = dict(self.status)
+        if self.cost is not None:
+            out["cost"] = self.cost.to_json()
         return out
 
     def __getitem__(self, key: str) -> JsonValue:

@@ -21,7 +21,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from functools import lru_cache
 
+from ctxline.cost import CachePricing, cache_pricing
 from ctxline.record.codec import canonical_json
 from ctxline.record.events import (
     Event,
@@ -36,14 +38,16 @@ from ctxline.record.events import (
 from ctxline.render.neutral import ToolSpec
 from ctxline.sources.base import DynamicItem, StepContext, TailItem
 from ctxline.tokens.counters import TokenCounter, get_counter
+from ctxline.view.budget import BudgetInputs
 from ctxline.view.cache import Chain, ViewCache, ViewSetup
-from ctxline.view.compaction import Summarizer, extractive_summary
+from ctxline.view.candidates import Candidate
+from ctxline.view.compaction import Summarizer, SummaryLines, extractive_summary
 from ctxline.view.edits import ViewEdits
-from ctxline.view.ladder import DEFAULT_RUNGS, LadderConfig, Rung, run_ladder
-from ctxline.view.measure import ViewMessage
+from ctxline.view.ladder import DEFAULT_RUNGS, Goal, LadderConfig, Rung, run_ladder
+from ctxline.view.measure import LazyView
 from ctxline.view.options import PrepareOptions, StepInputs
-from ctxline.view.prepare import Preparation, render_step, view_messages
-from ctxline.view.report import Action, TokenSections
+from ctxline.view.prepare import Preparation, render_step
+from ctxline.view.report import Action, CostReport, TokenSections
 
 __all__ = ["StepPlan", "StepRequest", "StepSetup", "plan_step", "tool_json"]
 
@@ -109,6 +113,7 @@ class _Step:
         self.system = ""
         self.meta: dict[str, JsonValue] = {}
         self.prep: Preparation | None = None
+        self.cost: CostReport | None = None
         self._ids = 0
 
     # --- planning ---------------------------------------------------------------------
@@ -141,7 +146,12 @@ class _Step:
         if self.dropped:
             extra.insert(0, Action("drop_dynamic", items=tuple(self.dropped)))
         self.prep = render_step(
-            self.cache, self.setup.view, self.inputs(), extra_actions=extra, remember=False
+            self.cache,
+            self.setup.view,
+            self.inputs(),
+            extra_actions=extra,
+            remember=False,
+            cost=self.cost,
         )
         return self.prep
 
@@ -180,16 +190,59 @@ class _Step:
     def config(self) -> LadderConfig:
         return self.setup.ladder
 
-    def view(self) -> list[ViewMessage]:
-        return view_messages(self.cache, self.setup.view)
+    def view(self) -> LazyView:
+        assert self.prep is not None
+        history = self.prep.history
+        return LazyView(history.frozen, history.frozen_tokens, history.open, history.open_tokens)
 
-    def handle(self, seq: int) -> str:
-        from ctxline.record.blobs import blob_ref
-        from ctxline.record.events import ToolResult
+    @property
+    def budget(self) -> BudgetInputs:
+        opts, budget = self.options, self.cache.record.budget
+        return BudgetInputs(
+            _pricing(opts.provider, opts.model, opts.cache_read, opts.cache_write),
+            self.cache.record.steps,
+            budget.growth_per_step,
+            budget.last_history,
+            budget.excess,
+            budget.waited,
+        )
 
-        event = self.chain[seq - 1].event
-        assert isinstance(event, ToolResult)
-        return blob_ref(event.content.encode())
+    def candidates(self, goal: Goal, *, fresh: bool = False) -> list[Candidate]:
+        cache, opts = self.cache, self.options
+        frozen = len(cache.frozen_tokens)
+        assert self.prep is not None
+        open_assistants = sum(1 for m in self.prep.history.open if m.role == "assistant")
+        index = cache.index
+        newest = index.keep_from(1, open_assistants, frozen)
+        keep_from = min(index.keep_from(goal.keep_groups, open_assistants, frozen), newest)
+        fresh_from = frozen if fresh else newest
+        return index.candidates(
+            cache.builder.frozen,
+            cache.frozen_tokens,
+            self.chain,
+            cache.record.edits,
+            self._count,
+            keep_from=keep_from,
+            fresh_from=fresh_from,
+            offload=opts.offload_limit if not fresh else min(opts.offload_limit, 1) or 1,
+            min_saving=self.config.trim_min_saving,
+            previews=cache.previews,
+        )
+
+    def _count(self, text: str) -> int:
+        return self.cache.count_texts([text], self.setup.view)[0]
+
+    def prefix(self, index: int) -> int:
+        sums = self.cache.frozen_prefix_sum
+        return sums[min(index, len(sums) - 1)]
+
+    def hints(self) -> tuple[Sequence[int] | None, SummaryLines | None, Sequence[int] | None]:
+        lines = self.cache.lines if self.setup.summarizer is extractive_summary else None
+        return self.cache.index.users, lines, self.cache.frozen_prefix_sum
+
+    def decide(self, report: CostReport) -> None:
+        self.cost = report
+        self.render()
 
     def optional_tail(self) -> list[tuple[str, int]]:
         return [(i.id, i.priority) for i in self.tail_items if not i.required and i.id not in self.dropped]
@@ -205,6 +258,11 @@ class _Step:
     def note(self, action: Action) -> None:
         self.notes.append(action)
         self.render()
+
+
+@lru_cache(maxsize=64)
+def _pricing(provider: str, model: str, read: float | None, write: float | None) -> CachePricing:
+    return cache_pricing(provider, model, read=read, write=write)
 
 
 def _previous(record: Sequence[StoredEvent], setup: ViewSetup, cache: ViewCache) -> None:
@@ -262,6 +320,8 @@ def plan_step(
             step.meta[source.name] = dict(part.meta)
     step.render()
     run_ladder(step, setup.rungs, setup.ladder)
+    if step.total * 2 >= setup.view.options.pressure_line and record:
+        cache.lines.advance(record, len(record), setup.view.counter)  # ahead of a compaction
     guide, adopted_guide = rec.guide, rec.adopted_guide
     if guide is not None and (adopted_guide is None or adopted_guide.version != guide.version):
         step.add(Guide(guide.version, guide.text))
