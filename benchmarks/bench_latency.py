@@ -70,7 +70,7 @@ def figures(ms: list[float]) -> dict[str, Any]:
 
 def replay(folder: Path, window: int, max_output: int, tmp: Path) -> dict[str, Any]:
     sessions = load_tree(folder, "auto")
-    store = SQLiteStore(tmp / f"{folder.name}-{window}-{max_output}.db")
+    store = SQLiteStore(tempfile.mktemp(suffix=".db", dir=tmp))  # a fresh database per run
     options = PrepareOptions(context_window=window, max_output=max_output)
     counter = get_counter("o200k_base")
     stats = ReplayStats()

@@ -52,6 +52,13 @@ def test_replay_stays_valid_at_every_window(dataset: str, window: int, max_outpu
     if window >= 32_000:
         assert summary["context_overflows"] == 0
     assert summary["compaction_failures"] == 0
+    # the newest history message is in the view whole whenever it fits the fresh limit
+    # (in the smallest window the newest group alone may not fit beside the task)
+    assert summary["latest_kept_within_fresh_limit"] >= (1.0 if window >= 32_000 else 0.99)
+    # the two pricing styles, from the same sums
+    reused, total = stats.reused_tokens, stats.total_tokens
+    assert summary["billed_input_tokens_anthropic"] == round(0.1 * reused + 1.25 * (total - reused))
+    assert summary["billed_input_tokens"] == round(0.1 * reused + (total - reused))
 
 
 def _with_rules_and_state(session: ImportedSession) -> ImportedSession:
@@ -164,6 +171,9 @@ def test_replay_cli_json_and_html_report(tmp_path: Path) -> None:
         "cache_breaks_per_100_steps",
         "billed_input",
         "billed_input_tokens",
+        "billed_input_tokens_per_step_anthropic",
+        "latest_kept",
+        "latest_kept_within_fresh_limit",
         "actions",
         "compactions",
         "offloads",

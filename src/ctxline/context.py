@@ -161,13 +161,10 @@ class Context:
         return stored
 
     def _count_ahead(self, stored: Sequence[StoredEvent]) -> None:
-        """Count long new results now, so the next ``prepare`` finds their tokens (counting
-        is O(new) either way; done here it is off the path of the model call)."""
-        if self.options.timestamps is not None:
-            return
-        long = [e.event.content for e in stored if isinstance(e.event, ToolResult) and len(e.event.content) >= 2_048]
-        if long:
-            self._cache.count_texts(long, self._setup(None).view)
+        """Count new results now (their tokens, their stub's), so the next ``prepare``
+        finds them: the work is O(new) either way; here it is off the model call's path."""
+        if any(isinstance(e.event, ToolResult) for e in stored):
+            self._cache.ahead(stored, self._setup(None).view)
 
     # --- tools ------------------------------------------------------------------------
 

@@ -25,34 +25,29 @@ while feeding are collected in :attr:`ViewCache.learned`, for the writer to stor
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import accumulate
 
 from ctxline.record.blobs import blob_ref
 from ctxline.record.events import (
     AssistantMessage,
-    Event,
     Reduction,
-    StatusSnapshot,
     StoredEvent,
     SystemMessage,
     ToolResult,
-    UserMessage,
 )
 from ctxline.render.anthropic import AnthropicAssembler
 from ctxline.render.neutral import HistoryBuilder, NeutralMessage, escape_json
 from ctxline.render.openai import OpenAIAssembler
-from ctxline.sources.base import Source
 from ctxline.sources.branch import BranchMark, render_branch
-from ctxline.sources.status import snapshot_text
-from ctxline.sources.timectx import side_channel_stamp
 from ctxline.tokens.counters import TextCounts
 from ctxline.view.candidates import EditIndex
 from ctxline.view.compaction import SpanFold, SummaryLines, compaction_block
 from ctxline.view.edits import elide_arguments, fold_reference, preview, trimmed
 from ctxline.view.fold import BudgetFold, Chain, RecordFold, ViewSetup, tool_specs
 from ctxline.view.measure import FRAMING_TOKENS, message_text
+from ctxline.view.showing import PreviousRequest, history_renderer, stamped
 
 __all__ = [
     "BudgetFold",
@@ -64,33 +59,6 @@ __all__ = [
     "history_renderer",
     "tool_specs",
 ]
-
-
-@dataclass
-class PreviousRequest:
-    step: int
-    frozen: list[NeutralMessage]
-    frozen_count: int
-    generation: int
-    fingerprint: tuple[str, str]
-    live: list[NeutralMessage]
-    tail: tuple[str, ...]
-
-
-def history_renderer(sources: Sequence[Source]) -> Callable[[Event], NeutralMessage | None]:
-    """How history shows the events that are not messages: ctxline's own status snapshots,
-    then the first source that renders the event (None: not shown)."""
-
-    def render(event: Event) -> NeutralMessage | None:
-        if isinstance(event, StatusSnapshot):  # ctxline's own kind: its text is ctxline's
-            return NeutralMessage("user", snapshot_text(event))
-        for source in sources:
-            block = source.history(event)
-            if block is not None:
-                return NeutralMessage("user", block.render())
-        return None
-
-    return render
 
 
 @dataclass
@@ -143,12 +111,13 @@ class ViewCache:
         self.openai, self.anthropic = OpenAIAssembler(), AnthropicAssembler()
         self.compact_shown = False
         self.handles = {}
-        self.index = EditIndex()
+        self.index = EditIndex(memo=self.index.memo)  # the edited forms' sizes do not change
         self.previews = set()
 
     def reset(self) -> None:
         """Forget everything derived from the record (it is not the one fed so far)."""
         self.reset_view()
+        self.index = EditIndex()
         self.record = RecordFold()
         self.started = False
         self.previous = None
@@ -248,7 +217,7 @@ class ViewCache:
                 event = replace(event, text=preview(event.text, handle, tokens=tokens))
             stored = replace(stored, event=event)
         if setup.options.timestamps is not None:
-            stored = _stamped(stored, setup.options.timestamps)
+            stored = stamped(stored, setup.options.timestamps)
         return stored
 
     def _add_mark(self, mark: BranchMark) -> None:
@@ -269,6 +238,25 @@ class ViewCache:
             counts = TextCounts(setup.counter, setup.counts, self.learned)
             memo.update(zip(missing, counts.counts(missing), strict=True))
         return [memo[t] for t in texts]
+
+    def ahead(self, stored: Sequence[StoredEvent], setup: ViewSetup) -> None:
+        """Work the next step would do for these new events, done now (off the path of the
+        model call): long results counted, and the sizes of their stub and preview forms
+        (what the budget weighs their edits by). The result is the same either way."""
+        if setup.options.timestamps is not None:
+            return
+        results = [(e.seq, e.event) for e in stored if isinstance(e.event, ToolResult)]
+        self.count_texts([r.content for _, r in results if len(r.content) >= 2_048], setup)
+        counter = setup.counter
+        for seq, event in results:
+            if len(event.content) < 200:  # under any stub: never trimmed
+                continue
+            (tokens,) = self.count_texts([event.content], setup)
+            handle = blob_ref(event.content.encode())
+            memo = self.index.memo
+            memo[(seq, "trim")] = counter.count(trimmed(event.content, handle, tokens=tokens)) + FRAMING_TOKENS
+            if tokens > setup.options.offload_limit:
+                memo[(seq, "offload")] = counter.count(preview(event.content, handle, tokens=tokens)) + FRAMING_TOKENS
 
     def sync_frozen(self, setup: ViewSetup) -> None:
         """Count and index the messages that froze since the last call."""
@@ -370,17 +358,3 @@ class ViewCache:
         self.index.edited(seqs, self.record.edits)
         self.generation += 1
         return True
-
-
-def _stamped(stored: StoredEvent, zone: str) -> StoredEvent:
-    """Seed 001's side-channel time stamp on user messages and tool results.
-
-    It comes from the append time, which never changes, so it never breaks the cache.
-    """
-    ev = stored.event
-    stamp = side_channel_stamp(stored.at, zone)
-    if isinstance(ev, UserMessage):
-        return replace(stored, event=replace(ev, text=f"{stamp} {ev.text}"))
-    if isinstance(ev, ToolResult):
-        return replace(stored, event=replace(ev, content=f"{stamp} {ev.content}"))
-    return stored

@@ -82,11 +82,19 @@ class EditIndex:
     """View indexes of assistant messages with at least one failed result."""
     memo: dict[tuple[int, str], int] = field(default_factory=dict)
     """(seq, kind) → tokens of the edited message (counted once)."""
+    version: int = 0
+    """Bumped whenever a message is added or edited (what :attr:`found` is keyed on)."""
+    found: tuple[tuple[object, ...], list[Candidate]] | None = None
+    """The last :meth:`candidates` answer and what it was asked (it is asked every step)."""
+    zones: dict[int, tuple[int, int, Candidate | None]] = field(default_factory=dict)
+    """view index → (zone, edits version, its candidate): a result is looked at again only
+    when it crosses into another zone or the edits change."""
 
     def add(
         self, index: int, message: NeutralMessage, event: Event | None, edits: ViewEdits
     ) -> None:
         """Take the message that froze at view ``index`` (``event``: the one it shows)."""
+        self.version += 1
         seq = message.seq
         if seq:
             self.seq_index[seq] = index
@@ -122,6 +130,7 @@ class EditIndex:
     def edited(self, seqs: Sequence[int], edits: ViewEdits) -> None:
         """These seqs were edited: those now in their final form leave the pools (a
         result shown as a preview may still become a stub)."""
+        self.version += 1
         final = {s for s in seqs if s in edits.folded or s in edits.short}
         gone = {self.seq_index[s] for s in final if s in self.seq_index}
         self.results = [i for i in self.results if i not in gone]
@@ -159,35 +168,63 @@ class EditIndex:
         preview; ``args``: the long argument texts of a call before ``keep_from`` whose
         results all succeeded. ``previews``: seqs shown as previews from the start.
         """
+        key = (self.version, edits.version, len(view), keep_from, fresh_from, offload, min_saving)
+        if self.found is not None and self.found[0] == key:
+            return list(self.found[1])
+        out = self._candidates(
+            view, tokens, events, edits, count, keep_from, fresh_from, offload, min_saving, previews
+        )
+        self.found = (key, out)
+        return list(out)
+
+    def _candidates(
+        self,
+        view: Sequence[NeutralMessage],
+        tokens: Sequence[int],
+        events: Sequence[object],
+        edits: ViewEdits,
+        count: Count,
+        keep_from: int,
+        fresh_from: int,
+        offload: int,
+        min_saving: int,
+        previews: set[int],
+    ) -> list[Candidate]:
         out: list[Candidate] = []
         end = min(fresh_from, len(view))
-        for index in self.results[: bisect.bisect_left(self.results, end)]:
-            message = view[index]
-            seq = message.seq
-            if seq in edits.folded or (seq in edits.trimmed and seq in edits.short):
+        memo, trimmed_, folded = self.memo, edits.trimmed, edits.folded
+        for seq, later in self.earlier.items():
+            index = self.seq_index.get(seq, end)
+            if index >= end or seq in folded or seq in trimmed_ or later in trimmed_ or later in folded:
                 continue
-            stored = events[seq - 1]
-            event = getattr(stored, "event", None)
+            event = getattr(events[seq - 1], "event", None)
             if not isinstance(event, ToolResult):
                 continue
-            now = tokens[index]
-            later = self.earlier.get(seq)
-            if later is not None and later not in edits.trimmed and later not in edits.folded:
-                ref = self._tokens(
-                    seq, f"fold:{later}", partial(fold_reference, event.name or "the tool", later), count
-                )
-                if now - ref > min_saving:
-                    out.append(Candidate(index, seq, "fold", now - ref, later))
-                    continue
-            whole = seq not in edits.trimmed and seq not in previews
-            if index < keep_from and not message.is_error:
-                stub = self._tokens(seq, "trim", partial(_stub, event.content, count), count)
-                if now - stub > min_saving:
-                    out.append(Candidate(index, seq, "trim", now - stub))
-            elif whole and offload and now - FRAMING_TOKENS > offload:
-                short = self._tokens(seq, "offload", partial(_preview, event.content, count), count)
-                if now - short > min_saving:
-                    out.append(Candidate(index, seq, "offload", now - short))
+            ref = memo.get((seq, f"fold:{later}"))
+            if ref is None:
+                ref = self._tokens(seq, f"fold:{later}", partial(fold_reference, event.name or "the tool", later), count)
+            if tokens[index] - ref > min_saving:
+                out.append(Candidate(index, seq, "fold", tokens[index] - ref, later))
+        folds = {c.seq for c in out}
+        hopeless: set[int] = set()
+        zones = self.zones
+        for index in self.results[: bisect.bisect_left(self.results, end)]:
+            zone = 1 if index < keep_from else 2
+            known = zones.get(index)
+            if known is not None and known[0] == zone and known[1] == edits.version:
+                if known[2] is not None and known[2].seq not in folds:
+                    out.append(known[2])
+                continue
+            found, drop = self._result(index, zone, view, tokens, events, edits, count, offload, min_saving, previews)
+            zones[index] = (zone, edits.version, found)
+            if drop:
+                hopeless.add(index)
+            elif found is not None and found.seq not in folds:
+                out.append(found)
+        if hopeless:
+            self.results = [i for i in self.results if i not in hopeless]
+            for index in hopeless:
+                zones.pop(index, None)
         for index in self.calls[: bisect.bisect_left(self.calls, min(keep_from, len(view)))]:
             message = view[index]
             if message.seq in edits.trimmed or index in self.errors:
@@ -202,6 +239,41 @@ class EditIndex:
             out.extend(self._newest_text(view, tokens, events, edits, count, min_saving))
         out.sort(key=lambda c: c.index)
         return out
+
+    def _result(
+        self,
+        index: int,
+        zone: int,
+        view: Sequence[NeutralMessage],
+        tokens: Sequence[int],
+        events: Sequence[object],
+        edits: ViewEdits,
+        count: Count,
+        offload: int,
+        min_saving: int,
+        previews: set[int],
+    ) -> tuple[Candidate | None, bool]:
+        """The trim (zone 1: older than the recent groups) or offload (zone 2: recent, not
+        fresh) of the result at ``index``; True when it can never be one (drop it)."""
+        message = view[index]
+        seq = message.seq
+        if seq in edits.folded or (seq in edits.trimmed and seq in edits.short):
+            return None, False
+        now = tokens[index]
+        content = _content(events, seq)
+        if content is None:
+            return None, True
+        if zone == 1 and not message.is_error:
+            stub = self._tokens(seq, "trim", partial(_stub, content, count), count)
+            if now - stub > min_saving:
+                return Candidate(index, seq, "trim", now - stub), False
+            return None, True  # its stub saves too little, now and later
+        big = offload and now - FRAMING_TOKENS > offload
+        if big and seq not in edits.trimmed and seq not in previews:
+            short = self._tokens(seq, "offload", partial(_preview, content, count), count)
+            if now - short > min_saving:
+                return Candidate(index, seq, "offload", now - short), False
+        return None, message.is_error and not big  # a small failed result is never edited
 
     def _newest_text(
         self,
@@ -237,6 +309,11 @@ class EditIndex:
         if found is None:
             found = self.memo[key] = count(text()) + FRAMING_TOKENS
         return found
+
+
+def _content(events: Sequence[object], seq: int) -> str | None:
+    event = getattr(events[seq - 1], "event", None)
+    return event.content if isinstance(event, ToolResult) else None
 
 
 def _stub(content: str, count: Count) -> str:

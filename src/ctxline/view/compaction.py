@@ -71,6 +71,8 @@ COMPACTION_KINDS = (
     ),
 )
 
+SNAPSHOT_EVERY = 64
+"""Events between two snapshots of a :class:`SpanFold`."""
 _FILE_KEYS = ("path", "file_path", "filename", "file", "notebook_path")
 _FILE_IN_TEXT = re.compile(
     r"(?<![\w/.-])((?:[\w.-]+/)*[\w-]+\.(?:py|js|ts|tsx|jsx|go|rs|java|c|h|cpp|md|txt|json|yaml|yml|toml|cfg|ini|sh|rb|ex|exs|html|css))\b"
@@ -81,7 +83,10 @@ class SpanFold:
     """Running facts about the record up to a seq: tools used, files touched, rules, state.
 
     A compaction's digest and re-affirmation describe everything up to its cut; folding
-    the record once, forward, keeps each new compaction O(new events).
+    the record once, forward, keeps each new compaction O(new events). It may be folded
+    ahead of a cut (a step does it before a compaction is needed): a snapshot every
+    :data:`SNAPSHOT_EVERY` events lets it go back to any cut with at most that many
+    events to fold again.
     """
 
     def __init__(self) -> None:
@@ -94,11 +99,28 @@ class SpanFold:
         self.files: dict[str, None] = {}
         self.rules: dict[tuple[str, str], Rule] = {}
         self.state: dict[str, State] = {}
+        self.snapshots: list[tuple[int, str, Counter[str], dict[str, None], dict[tuple[str, str], Rule], dict[str, State]]] = []
+
+    def _back_to(self, events: Sequence[StoredEvent], upto: int) -> None:
+        """The latest snapshot at or before ``upto`` of this record (or the start)."""
+        snapshots = self.snapshots
+        for i in range(len(snapshots) - 1, -1, -1):
+            at, last, tools, files, rules, state = snapshots[i]
+            if at > len(events) or events[at - 1].id != last:
+                del snapshots[i:]  # another record from here on
+            elif at <= upto:
+                self.upto, self.last_id = at, last
+                self.tools, self.files = Counter(tools), dict(files)
+                self.rules, self.state = dict(rules), dict(state)
+                return
+        self._reset()
+        self.snapshots = snapshots
 
     def advance(self, events: Sequence[StoredEvent], upto: int) -> SpanFold:
-        """Fold ``events`` up to seq ``upto`` (starting over if they are another record)."""
+        """Fold ``events`` up to seq ``upto`` (going back to a snapshot when ``upto`` is
+        behind, starting over when they are another record)."""
         if upto < self.upto or (self.upto and events[self.upto - 1].id != self.last_id):
-            self._reset()
+            self._back_to(events, upto)
         for ev in events[self.upto : upto]:
             e = ev.event
             if isinstance(e, AssistantMessage):
@@ -114,6 +136,10 @@ class SpanFold:
                     self.state.pop(e.source, None)
                 else:
                     self.state[e.source] = e
+            if ev.seq % SNAPSHOT_EVERY == 0 and (not self.snapshots or self.snapshots[-1][0] < ev.seq):
+                self.snapshots.append(
+                    (ev.seq, ev.id, Counter(self.tools), dict(self.files), dict(self.rules), dict(self.state))
+                )
         if upto > self.upto:
             self.upto, self.last_id = upto, events[upto - 1].id
         return self

@@ -62,12 +62,15 @@ class ViewEdits:
     """Trimmed seqs shown in the short form (:data:`SHORT`)."""
     texts: set[int] = field(default_factory=set)
     """Assistant seqs whose text shows as a preview (:data:`TEXT`)."""
+    version: int = 0
+    """How many reductions were applied (what caches keyed on the edits compare)."""
 
     @classmethod
     def empty(cls) -> ViewEdits:
         return cls(set(), {})
 
     def apply(self, reduction: Reduction) -> None:
+        self.version += 1
         match reduction.action:
             case "trim":
                 form = reduction.meta.get("form")

@@ -70,10 +70,11 @@ class PrepareOptions:
     cache_write: float | None = None
     """Price of an input token written to the cache, as a share of a normal one (1.25 for
     Anthropic's 5-minute cache; None: from the model or the provider, as ``cache_read``)."""
-    edit_gain: float | None = 1.0
+    edit_gain: float | None = 3.0
     """Under the pressure line the view is edited (folds, trims) only when the edit is
     expected to save, over the coming steps, at least this many times what re-sending the
-    whole request uncached costs (docs/budget.md). None: never under the pressure line."""
+    whole request uncached costs (docs/budget.md: few, large edits; 1 makes them as soon
+    as they pay). None: never under the pressure line."""
     defer: bool = True
     """Over the pressure line (and under the input limit), wait while the extra cache reads
     of waiting cost less than the reduction's rewrite (ski rental, docs/budget.md)."""

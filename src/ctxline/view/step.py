@@ -114,6 +114,7 @@ class _Step:
         self.meta: dict[str, JsonValue] = {}
         self.prep: Preparation | None = None
         self.cost: CostReport | None = None
+        self._budget: BudgetInputs | None = None
         self._ids = 0
 
     # --- planning ---------------------------------------------------------------------
@@ -197,6 +198,11 @@ class _Step:
 
     @property
     def budget(self) -> BudgetInputs:
+        if self._budget is None:
+            self._budget = self._budget_inputs()
+        return self._budget
+
+    def _budget_inputs(self) -> BudgetInputs:
         opts, budget = self.options, self.cache.record.budget
         return BudgetInputs(
             _pricing(opts.provider, opts.model, opts.cache_read, opts.cache_write),
@@ -230,6 +236,8 @@ class _Step:
         )
 
     def _count(self, text: str) -> int:
+        if len(text) < 2_048:  # a stub or a reference: counting is cheaper than a lookup
+            return self.setup.view.counter.count(text)
         return self.cache.count_texts([text], self.setup.view)[0]
 
     def prefix(self, index: int) -> int:
@@ -241,8 +249,19 @@ class _Step:
         return self.cache.index.users, lines, self.cache.frozen_prefix_sum
 
     def decide(self, report: CostReport) -> None:
+        """Keep the decision for the report (put in once, when the step is done)."""
         self.cost = report
-        self.render()
+
+    def finish(self) -> Preparation:
+        """The last rendering, with the cost decision in its report and header (nothing
+        in the body depends on it, so it is not rendered again)."""
+        prep = self.prep
+        assert prep is not None
+        if self.cost is not None and prep.report.cost is not self.cost:
+            new = replace(prep.report, cost=self.cost)
+            prep = replace(prep, report=new, header=replace(prep.header, report=new.to_json()))
+            self.prep = prep
+        return prep
 
     def optional_tail(self) -> list[tuple[str, int]]:
         return [(i.id, i.priority) for i in self.tail_items if not i.required and i.id not in self.dropped]
@@ -322,11 +341,11 @@ def plan_step(
     run_ladder(step, setup.rungs, setup.ladder)
     if step.total * 2 >= setup.view.options.pressure_line and record:
         cache.lines.advance(record, len(record), setup.view.counter)  # ahead of a compaction
+        cache.span.advance(record, len(record))
     guide, adopted_guide = rec.guide, rec.adopted_guide
     if guide is not None and (adopted_guide is None or adopted_guide.version != guide.version):
         step.add(Guide(guide.version, guide.text))
-    prep = step.prep
-    assert prep is not None
+    prep = step.finish()
     header = replace(prep.header, upto_seq=step.head + len(step.planned))
     step.add(header)
     cache.previous = cache.candidate  # the next step compares with what this one sends
