@@ -214,7 +214,7 @@ class ViewCache:
                 (tokens,) = self.count_texts([event.text], setup)
                 handle = blob_ref(event.text.encode())
                 self.new_blobs[handle] = event.text
-                event = replace(event, text=preview(event.text, handle, tokens=tokens))
+                event = replace(event, text=preview(event.text, handle, tokens=tokens, noun="message"))
             stored = replace(stored, event=event)
         if setup.options.timestamps is not None:
             stored = stamped(stored, setup.options.timestamps)

@@ -321,7 +321,7 @@ def _stub(content: str, count: Count) -> str:
 
 
 def _text_preview(text: str, count: Count) -> str:
-    return preview(text, blob_ref(text.encode()), tokens=count(text))
+    return preview(text, blob_ref(text.encode()), tokens=count(text), noun="message")
 
 
 def _preview(content: str, count: Count) -> str:

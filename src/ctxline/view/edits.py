@@ -102,6 +102,7 @@ def preview(
     head_lines: int = 12,
     tail_lines: int = 6,
     width: int = 240,
+    noun: str = "output",
 ) -> str:
     """A short stand-in for a long output: size, handle, first and last lines."""
     lines = content.splitlines()
@@ -110,7 +111,7 @@ def preview(
         return line if len(line) <= width else line[: width - 1] + "…"
 
     intro = (
-        f"[output shown as a preview: {len(content):,} characters, {len(lines):,} lines,"
+        f"[{noun} shown as a preview: {len(content):,} characters, {len(lines):,} lines,"
         f" ~{tokens:,} tokens. The full output is saved; read it with"
         f' read_result(handle="{handle}", page=1).]'
     )
