@@ -7,7 +7,8 @@ sessions with one metric implementation. This script reads its result file (defa
 limit, ctxline's row, the best zero-failure peer (no step over the limit, no pairing
 error, the task kept at every step, never a system-only view; the lowest billed input
 per step, in each pricing style) and the ratios the issue's acceptance asks about.
-``--markdown`` prints the README's table instead.
+``--markdown`` prints the README's table instead: ctxline, every zero-failure peer, and no
+reduction at all for reference (the others are in the result file).
 
     python benchmarks/bench_replay_vs_peers.py [--peers benchmarks/peers_results.json] [--markdown]
 """
@@ -93,8 +94,9 @@ def markdown(results: dict[str, Any]) -> str:
         if "dataset" in run and run.get("steps"):
             groups.setdefault((run["dataset"], run["input_limit"]), []).append(run)
     for (dataset, limit), runs in groups.items():
-        runs = sorted(runs, key=lambda r: (r["peer"] != "ctxline", r["billed_input_tokens_per_step"]))
-        for i, r in enumerate(runs):
+        shown = [r for r in runs if r["peer"] in ("ctxline", "naive") or valid(r)]
+        shown.sort(key=lambda r: (r["peer"] != "ctxline", r["peer"] == "naive", r["billed_input_tokens_per_step"]))
+        for i, r in enumerate(shown):
             label = f"{dataset} ({limit:,})" if i == 0 else ""
             name = NAMES.get(r["peer"], r["peer"])
             over = f"{r['over_limit_steps']}" + ("" if r["pairing_errors"] == 0 else f", {r['pairing_errors']} pairing errors")

@@ -290,10 +290,8 @@ class ReplayStats:
             "overflow_sessions": sorted(self.overflow_sessions),
             "empty_views": self.empty_views,
             "task_kept": round(self.task_kept_steps / steps, 4),
-            "latest_kept": round(self.latest_kept_steps / (self.latest_steps or 1), 4),
-            "latest_kept_within_fresh_limit": round(
-                self.latest_fit_kept_steps / (self.latest_fit_steps or 1), 4
-            ),
+            "latest_kept": _share(self.latest_kept_steps, self.latest_steps),
+            "latest_kept_within_fresh_limit": _share(self.latest_fit_kept_steps, self.latest_fit_steps),
             "prefix_reuse": round(self.reused_tokens / total, 4),
             "cache_breaks_per_100_steps": round(100 * self.breaks / steps, 2),
             "billed_input": round(billed / total, 4),
@@ -313,3 +311,8 @@ class ReplayStats:
             "prepare_ms_p50": round(statistics.median(ms), 3) if ms else None,
             "prepare_ms_p95": round(ms[max(0, int(len(ms) * 0.95) - 1)], 3) if ms else None,
         }
+
+
+def _share(part: int, whole: int) -> float | None:
+    """``part / whole`` to 4 places; None when nothing was measured."""
+    return round(part / whole, 4) if whole else None
