@@ -41,6 +41,7 @@ from ctxline.render.anthropic import AnthropicAssembler
 from ctxline.render.neutral import HistoryBuilder, NeutralMessage, escape_json
 from ctxline.render.openai import OpenAIAssembler
 from ctxline.sources.branch import BranchMark, render_branch
+from ctxline.tags import escape
 from ctxline.tokens.counters import TextCounts
 from ctxline.view.candidates import EditIndex
 from ctxline.view.compaction import SpanFold, SummaryLines, compaction_block
@@ -68,6 +69,8 @@ class ViewCache:
     record: RecordFold = field(default_factory=RecordFold)
     started: bool = False
     builder: HistoryBuilder = field(default_factory=HistoryBuilder)
+    escaped: dict[str, str] = field(default_factory=dict)
+    """``tags.escape`` by text: a view rendered again (after a compaction) escapes nothing twice."""
     fed_seq: int = 0
     fed_id: str = ""
     dirty: bool = False
@@ -105,7 +108,7 @@ class ViewCache:
         """Forget the rendered history (it renders again on the next feed); keeps the
         record fold, the previous request and the token counts."""
         self.generation += 1
-        self.builder = HistoryBuilder()
+        self.builder = HistoryBuilder(escape=self._escape)
         self.fed_seq, self.fed_id, self.dirty, self.marks_fed = 0, "", False, 0
         self.frozen_tokens, self.frozen_prefix_sum = [], [0]
         self.openai, self.anthropic = OpenAIAssembler(), AnthropicAssembler()
@@ -114,10 +117,17 @@ class ViewCache:
         self.index = EditIndex(memo=self.index.memo)  # the edited forms' sizes do not change
         self.previews = set()
 
+    def _escape(self, text: str) -> str:
+        found = self.escaped.get(text)
+        if found is None:
+            found = self.escaped[text] = escape(text)
+        return found
+
     def reset(self) -> None:
         """Forget everything derived from the record (it is not the one fed so far)."""
         self.reset_view()
         self.index = EditIndex()
+        self.escaped = {}
         self.record = RecordFold()
         self.started = False
         self.previous = None
@@ -167,6 +177,7 @@ class ViewCache:
             self.reset_view()
         if self.builder.render_other is None:
             self.builder.render_other = history_renderer(setup.sources)
+            self.builder.escape = self._escape
         marks = setup.branches
         compact = self.record.edits.compact
         edits = self.record.edits

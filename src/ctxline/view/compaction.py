@@ -248,6 +248,7 @@ def plan_compaction(
     users: Sequence[int] | None = None,
     lines: SummaryLines | None = None,
     prefix: Sequence[int] | None = None,
+    estimate: bool = False,
 ) -> Reduction | None:
     """The compaction that brings the view under ``target``, or None if there is no span to cut.
 
@@ -260,7 +261,9 @@ def plan_compaction(
 
     The work is O(what is kept): groups are found from the end, and the step's caches
     can give the view indexes of the user messages (``users``), the default summary's
-    lines (``lines``) and the view's token prefix sums (``prefix``).
+    lines (``lines``) and the view's token prefix sums (``prefix``). With ``estimate``
+    the summarizer is not called (it may be a model): the summary is empty and counted
+    at its budget, which is what the ladder needs to weigh a compaction against trims.
     """
     task_seq = next((ev.seq for ev in events if isinstance(ev.event, UserMessage)), None)
     task_tokens = next((vm.tokens for vm in view if task_seq and vm.message.seq == task_seq), 0)
@@ -300,10 +303,14 @@ def plan_compaction(
             keep.append(seq)
             spent += vm.tokens
     keep.sort()
-    if summarizer is extractive_summary and lines is not None:
+    if estimate:
+        summary, made = "", budget_summary
+    elif summarizer is extractive_summary and lines is not None:
         summary = lines.summary(events, upto, keep, budget_summary, counter)
+        made = lines.tokens  # from its lines' counts: not counted again
     else:
         summary = summarizer(_Span(events, upto, keep), budget_summary, counter)
+        made = counter.count(summary)
     if prefix is not None and kept_from < len(prefix):
         before = prefix[kept_from]
     else:
@@ -315,7 +322,7 @@ def plan_compaction(
         upto_seq=upto,
         keep=tuple(keep),
         summary=summary,
-        saved_tokens=max(0, removed - counter.count(summary) - 200),
+        saved_tokens=max(0, removed - made - 200),
         meta={
             "summarizer": getattr(summarizer, "__name__", "custom"),
             "kept_recent_tokens": used,

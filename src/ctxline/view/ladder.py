@@ -124,7 +124,7 @@ def _compaction_is_cheaper(r: Reducer, goal: Goal, plan: EditPlan) -> bool:
 
     Without a ``compact`` rung the deferred trims are made at the end of the pass."""
     try:
-        reduction = _plan(r, goal)
+        reduction = _plan(r, goal, estimate=True)
     except CompactionError:
         return False
     if reduction is None or reduction.saved_tokens < r.options.min_compaction_saving * r.total:
@@ -172,7 +172,7 @@ def compact(r: Reducer, goal: Goal) -> bool:
     return True
 
 
-def _plan(r: Reducer, goal: Goal) -> Reduction | None:
+def _plan(r: Reducer, goal: Goal, *, estimate: bool = False) -> Reduction | None:
     opts, cfg = r.options, r.config
     limit = opts.input_limit
     compact_in_force = r.edits.compact
@@ -195,6 +195,7 @@ def _plan(r: Reducer, goal: Goal) -> Reduction | None:
             users=users,
             lines=lines,
             prefix=prefix,
+            estimate=estimate,
         )
     except CompactionError:
         raise

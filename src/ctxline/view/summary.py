@@ -100,6 +100,8 @@ class SummaryLines:
         self._reset()
 
     def _reset(self) -> None:
+        self.tokens = 0
+        """About the tokens of the last :meth:`summary` (from its lines' counts)."""
         self.upto = 0
         self.last_id = ""
         self.counter = ""
@@ -142,7 +144,8 @@ class SummaryLines:
         while last in kept_seqs:
             last -= 1
         head = f"Summary of record seq 1–{max(last, 0)} (extractive, made by ctxline from the record):"
-        budget = max_tokens - counter.count(head) - 16
+        head_tokens = counter.count(head)
+        budget = max_tokens - head_tokens - 16
         end = bisect.bisect_right(self.seqs, upto)
         chosen: list[str] = []
         used = 0
@@ -157,10 +160,13 @@ class SummaryLines:
                 used += cost
             j -= 1
         chosen.reverse()
+        self.tokens = head_tokens + used  # each line's cost counts its line break
         if j < 0:
             return "\n".join([head, *chosen])
         omitted = j + 1 - sum(1 for seq in kept_seqs if seq <= self.seqs[j] and _has_line(self, seq))
-        return "\n".join([head, f"… {omitted:,} earlier steps omitted …", *chosen])
+        marker = f"… {omitted:,} earlier steps omitted …"
+        self.tokens += counter.count(marker) + 1
+        return "\n".join([head, marker, *chosen])
 
 
 def _has_line(lines: SummaryLines, seq: int) -> bool:
