@@ -161,10 +161,9 @@ class Context:
         return stored
 
     def _count_ahead(self, stored: Sequence[StoredEvent]) -> None:
-        """Count new results now (their tokens, their stub's), so the next ``prepare``
-        finds them: the work is O(new) either way; here it is off the model call's path."""
-        if any(isinstance(e.event, ToolResult) for e in stored):
-            self._cache.ahead(stored, self._setup(None).view)
+        """Count new long messages now (and the stubs of new results), so the next
+        ``prepare`` finds them: O(new) either way; here it is off the model call's path."""
+        self._cache.ahead(stored, self._setup(None).view)
 
     # --- tools ------------------------------------------------------------------------
 

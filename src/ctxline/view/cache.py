@@ -36,6 +36,7 @@ from ctxline.record.events import (
     StoredEvent,
     SystemMessage,
     ToolResult,
+    UserMessage,
 )
 from ctxline.render.anthropic import AnthropicAssembler
 from ctxline.render.neutral import HistoryBuilder, NeutralMessage, escape_json
@@ -256,8 +257,8 @@ class ViewCache:
         (what the budget weighs their edits by). The result is the same either way."""
         if setup.options.timestamps is not None:
             return
+        self.count_texts([t for t in map(self._text_of, stored) if len(t) >= 2_048], setup)
         results = [(e.seq, e.event) for e in stored if isinstance(e.event, ToolResult)]
-        self.count_texts([r.content for _, r in results if len(r.content) >= 2_048], setup)
         counter = setup.counter
         for seq, event in results:
             if len(event.content) < 200:  # under any stub: never trimmed
@@ -268,6 +269,20 @@ class ViewCache:
             memo[(seq, "trim")] = counter.count(trimmed(event.content, handle, tokens=tokens)) + FRAMING_TOKENS
             if tokens > setup.options.offload_limit:
                 memo[(seq, "offload")] = counter.count(preview(event.content, handle, tokens=tokens)) + FRAMING_TOKENS
+
+    def _text_of(self, stored: StoredEvent) -> str:
+        """The text a new message will be counted by (as the builder will render it)."""
+        event = stored.event
+        if isinstance(event, ToolResult):
+            return event.content
+        if isinstance(event, UserMessage):
+            return self._escape(event.text)
+        if isinstance(event, AssistantMessage) and event.tool_calls:
+            calls = tuple(replace(c, arguments=escape_json(c.arguments, self._escape)) for c in event.tool_calls)
+            return message_text(NeutralMessage("assistant", self._escape(event.text), calls))
+        if isinstance(event, AssistantMessage):
+            return self._escape(event.text)
+        return ""
 
     def sync_frozen(self, setup: ViewSetup) -> None:
         """Count and index the messages that froze since the last call."""
