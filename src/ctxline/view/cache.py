@@ -259,16 +259,17 @@ class ViewCache:
             return
         self.count_texts([t for t in map(self._text_of, stored) if len(t) >= 2_048], setup)
         results = [(e.seq, e.event) for e in stored if isinstance(e.event, ToolResult)]
-        counter = setup.counter
         for seq, event in results:
             if len(event.content) < 200:  # under any stub: never trimmed
                 continue
             (tokens,) = self.count_texts([event.content], setup)
             handle = blob_ref(event.content.encode())
-            memo = self.index.memo
-            memo[(seq, "trim")] = counter.count(trimmed(event.content, handle, tokens=tokens)) + FRAMING_TOKENS
+            forms = {"trim": trimmed(event.content, handle, tokens=tokens)}
             if tokens > setup.options.offload_limit:
-                memo[(seq, "offload")] = counter.count(preview(event.content, handle, tokens=tokens)) + FRAMING_TOKENS
+                forms["offload"] = preview(event.content, handle, tokens=tokens)
+            # in the memo by text too: an edit that shows one of them finds its count
+            for kind, n in zip(forms, self.count_texts(list(forms.values()), setup), strict=True):
+                self.index.memo[(seq, kind)] = n + FRAMING_TOKENS
 
     def _text_of(self, stored: StoredEvent) -> str:
         """The text a new message will be counted by (as the builder will render it)."""
