@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ctxline.cost import CachePricing, edit_gain, expected_steps, rewrite_cost, wait_cost
+from ctxline.cost import CachePricing, rewrite_cost, wait_cost
 from ctxline.record.events import Reduction
 from ctxline.view.candidates import Candidate
 from ctxline.view.edits import SHORT, TEXT
@@ -85,23 +85,32 @@ def plan_edits(
     ``prefix(i)`` is the tokens of the view before index ``i``. Scanned from the newest
     candidate back, so each cut's saving is the sum of the candidates after it.
     """
-    best: EditPlan | None = None
-    saved = 0
     pricing = inputs.pricing
+    a, w = pricing.alpha, pricing.write_premium
     cached = inputs.previous_history
-    for k in range(len(candidates) - 1, -1, -1):
+    done, growth = float(max(inputs.steps, 1)), inputs.growth
+    best_k, best = -1, (0.0, 0, 0, 0.0)
+    saved = 0
+    for k in range(len(candidates) - 1, -1, -1):  # the formulas of cost.edit_gain / expected_steps, inlined
         c = candidates[k]
         saved += c.saved
         if saved < need:
             continue
         before = prefix(c.index)
-        rewritten = max(0, (cached if cached is not None else before) - before)
-        room = pressure - (total - saved)
-        steps = expected_steps(inputs.steps, inputs.growth, room)
-        gain = edit_gain(saved, rewritten, steps, pricing)
-        if best is None or gain > best.gain:
-            best = EditPlan(c.index, tuple(candidates[k:]), saved, rewritten, steps, gain)
-    return best
+        rewritten = cached - before if cached is not None and cached > before else 0
+        steps = done
+        if growth > 0:
+            room = pressure - (total - saved)
+            steps = min(steps, room / growth if room > 0 else 0.0)
+        steps = max(steps, 1.0)
+        gain = saved * (w + a * steps) - (w - a) * rewritten
+        if best_k < 0 or gain > best[0]:
+            best_k, best = k, (gain, saved, rewritten, steps)
+    if best_k < 0:
+        return None
+    gain, saved, rewritten, steps = best
+    c = candidates[best_k]
+    return EditPlan(c.index, tuple(candidates[best_k:]), saved, rewritten, steps, gain)
 
 
 def room_price(rewritten: float, room: float, pricing: CachePricing) -> float:

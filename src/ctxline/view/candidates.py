@@ -30,9 +30,15 @@ from ctxline.render.neutral import NeutralMessage
 from ctxline.view.edits import ARGUMENT_MIN_CHARS, ViewEdits, fold_reference, preview, trimmed
 from ctxline.view.measure import FRAMING_TOKENS
 
-__all__ = ["Candidate", "EditIndex", "EditKind", "has_long_text"]
+__all__ = ["WINDOW", "Candidate", "EditIndex", "EditKind", "has_long_text"]
 
 EditKind = Literal["fold", "trim", "offload", "args", "text"]
+
+WINDOW = 512
+"""Edits are looked for among the newest this many messages before the fresh turn, so a
+step's work does not grow with history: a cut further back re-processes more than any
+saving there could pay for (its R is the whole view after it), and a compaction hides
+what is older anyway."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +84,8 @@ class EditIndex:
     """(tool, arguments, content) → seq of its latest result."""
     earlier: dict[int, int] = field(default_factory=dict)
     """seq of a result → seq of a later identical one."""
+    dups: list[int] = field(default_factory=list)
+    """View indexes of the results in :attr:`earlier`, in order."""
     errors: set[int] = field(default_factory=set)
     """View indexes of assistant messages with at least one failed result."""
     memo: dict[tuple[int, str], int] = field(default_factory=dict)
@@ -119,10 +127,9 @@ class EditIndex:
                 full = (*key, event.content)
                 previous = self.latest.get(full)
                 if previous is not None:
-                    self.earlier[previous] = seq
-                    for old, later in list(self.earlier.items()):
-                        if later == previous:
-                            self.earlier[old] = seq
+                    if previous not in self.earlier and previous in self.seq_index:
+                        bisect.insort(self.dups, self.seq_index[previous])
+                    self.earlier[previous] = seq  # an older copy reaches the newest through it
                 self.latest[full] = seq
             if seq not in edits.folded and (seq not in edits.trimmed or seq not in edits.short):
                 self.results.append(index)
@@ -135,8 +142,6 @@ class EditIndex:
         gone = {self.seq_index[s] for s in final if s in self.seq_index}
         self.results = [i for i in self.results if i not in gone]
         self.calls = [i for i in self.calls if i not in gone]
-        for seq in seqs:
-            self.earlier.pop(seq, None)
 
     def keep_from(self, groups: int, open_assistants: int, frozen: int) -> int:
         """The view index from which the last ``groups`` assistant groups run."""
@@ -193,9 +198,14 @@ class EditIndex:
         out: list[Candidate] = []
         end = min(fresh_from, len(view))
         memo, trimmed_, folded = self.memo, edits.trimmed, edits.folded
-        for seq, later in self.earlier.items():
-            index = self.seq_index.get(seq, end)
-            if index >= end or seq in folded or seq in trimmed_ or later in trimmed_ or later in folded:
+        start = max(0, end - WINDOW)
+        dups = self.dups
+        for index in dups[bisect.bisect_left(dups, start) : bisect.bisect_left(dups, end)]:
+            seq = view[index].seq
+            later = self.earlier.get(seq)
+            while later is not None and later in self.earlier:  # to the newest copy
+                later = self.earlier[later]
+            if later is None or seq in folded or seq in trimmed_ or later in trimmed_ or later in folded:
                 continue
             event = getattr(events[seq - 1], "event", None)
             if not isinstance(event, ToolResult):
@@ -208,7 +218,9 @@ class EditIndex:
         folds = {c.seq for c in out}
         hopeless: set[int] = set()
         zones = self.zones
-        for index in self.results[: bisect.bisect_left(self.results, end)]:
+        pool = self.results
+        lo, hi = bisect.bisect_left(pool, start), bisect.bisect_left(pool, end)
+        for index in pool[lo:hi]:
             zone = 1 if index < keep_from else 2
             known = zones.get(index)
             if known is not None and known[0] == zone and known[1] == edits.version:
@@ -222,10 +234,11 @@ class EditIndex:
             elif found is not None and found.seq not in folds:
                 out.append(found)
         if hopeless:
-            self.results = [i for i in self.results if i not in hopeless]
+            pool[lo:hi] = [i for i in pool[lo:hi] if i not in hopeless]
             for index in hopeless:
                 zones.pop(index, None)
-        for index in self.calls[: bisect.bisect_left(self.calls, min(keep_from, len(view)))]:
+        calls = self.calls
+        for index in calls[bisect.bisect_left(calls, start) : bisect.bisect_left(calls, min(keep_from, len(view)))]:
             message = view[index]
             if message.seq in edits.trimmed or index in self.errors:
                 continue
