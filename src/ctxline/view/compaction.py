@@ -256,8 +256,9 @@ def plan_compaction(
     With ``keep_users=False`` only the original task stays verbatim (the last resort
     before :class:`~ctxline.errors.ContextOverflow`). The most recent group is never
     summarized (the model never wakes up from a compaction without its last step, nor
-    with its newest results folded into a summary); the groups before it are kept while
-    they fit the recent budget, the newest one up to ``ceiling`` (default ``target``).
+    with its newest results folded into a summary), whatever its size; the groups before
+    it are kept while they fit the recent budget. (``ceiling`` once capped the newest
+    group; it is accepted and no longer used.)
 
     The work is O(what is kept): groups are found from the end, and the step's caches
     can give the view indexes of the user messages (``users``), the default summary's
