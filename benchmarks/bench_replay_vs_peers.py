@@ -1,94 +1,123 @@
-"""ctxline's replay figures beside the peer reducers', on the same sessions and settings.
+"""ctxline beside the peer reducers, from one run of the peer harness (ctxline among the peers).
 
-Runs ``ctxline replay``'s code on the three peer-harness datasets with the harness's
-windows (tau-bench 8k with 1k reserved output, mini-swe-agent 32k with 4k, Claude Code
-200k with 32k) and prints ONE JSON object with ctxline's figures and, for each dataset,
-the peers' from a result file of ``../shared/peers/bench_peers.py`` (default
-``benchmarks/peers_results.json``, produced with ``--n-tau 100 --n-mini 31 --n-claude 5
---tau-limit 7000``). The best peer is the one with the lowest billed input tokens per
-step among those that never went over the limit.
+``../shared/peers/bench_peers.py`` drives every reducer — ctxline included (peer key
+``ctxline``: ``Context.prepare`` as ``ctxline replay`` drives it) — over the same
+sessions with one metric implementation. This script reads its result file (default
+``benchmarks/peers_results.json``) and prints ONE JSON object: for each dataset and input
+limit, ctxline's row, the best zero-failure peer (no step over the limit, no pairing
+error, the task kept at every step, never a system-only view; the lowest billed input
+per step, in each pricing style) and the ratios the issue's acceptance asks about.
+``--markdown`` prints the README's table instead: ctxline, every zero-failure peer, and no
+reduction at all for reference (the others are in the result file).
 
-    python benchmarks/bench_replay_vs_peers.py [--data ../shared/data] [--peers FILE]
+    python benchmarks/bench_replay_vs_peers.py [--peers benchmarks/peers_results.json] [--markdown]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 from pathlib import Path
 from typing import Any
 
-from ctxline.importers import load_tree
-from ctxline.record.store import MemoryStore
-from ctxline.replay import ReplayStats, replay_session
-from ctxline.tokens.counters import get_counter
-from ctxline.view.options import PrepareOptions
-
 REPO = Path(__file__).resolve().parents[1]
-DATASETS = {
-    # name: (folder, glob, window, max output, files kept as the harness keeps them)
-    "tau-bench": ("tau-bench", 8_000, 1_000, None),
-    "mini-swe-agent": ("mini-swe-agent", 32_000, 4_000, None),
-    "claude-code": ("claude-code", 200_000, 32_000, 5),
+STYLES = {"openai": "billed_input_tokens_per_step", "anthropic": "billed_input_tokens_per_step_anthropic"}
+NAMES = {
+    "naive": "no reduction",
+    "lc_trim_exact": "LangChain trim_messages (exact)",
+    "ph_clear": "Harness ClearToolResults",
+    "ph_window": "Harness SlidingWindow",
+    "ph_spill": "Harness spill",
+    "ph_tiered": "Harness Tiered",
+    "ph_spill_tiered": "Harness spill + Tiered",
+    "oh0_recent": "OpenHands V0 RecentEvents",
+    "oh0_mask": "OpenHands V0 ObservationMasking",
+    "oh0_amortized": "OpenHands V0 AmortizedForgetting",
+    "oh0_amortized_keep2": "OpenHands V0 AmortizedForgetting keep 2",
+    "ctxline": "**ctxline**",
 }
 
 
-def ctxline_figures(data: Path, name: str) -> dict[str, Any]:
-    folder, window, max_output, first_files = DATASETS[name]
-    options = PrepareOptions(context_window=window, max_output=max_output)
-    sessions = load_tree(data / folder, "auto")
-    if first_files is not None:  # the harness takes the first N main files, no sub-agents
-        mains = sorted({str(s.meta.get("file", "")) for s in sessions if "parent" not in s.meta})
-        keep = set(mains[:first_files])
-        sessions = [s for s in sessions if str(s.meta.get("file", "")) in keep and "parent" not in s.meta]
-    stats = ReplayStats()
-    counter = get_counter("o200k")
-    for session in sessions:
-        stats.trajectories += 1
-        for step in replay_session(MemoryStore(), session, options=options, counter=counter):
-            stats.add(step)
-    return stats.summary()
+def valid(run: dict[str, Any]) -> bool:
+    """Zero failures: never over the limit, no pairing error, the task always kept."""
+    return (
+        run.get("error") is None
+        and run.get("steps", 0) > 0
+        and run["over_limit_steps"] == 0
+        and run["pairing_errors"] == 0
+        and run["task_kept_share"] == 1.0
+        and run["system_only_views"] == 0
+        and run.get("refused_steps", 0) == 0
+    )
 
 
-def peer_rows(peers: dict[str, Any], name: str) -> list[dict[str, Any]]:
-    rows = []
-    for run in peers.get("runs", []):
-        if run.get("dataset") != name:
-            continue
-        rows.append(
-            {
-                "peer": run["peer"],
-                "over_limit_steps": run["over_limit_steps"],
-                "pairing_errors": run["pairing_errors"],
-                "task_kept": run["task_kept_share"],
-                "prefix_reuse": run["prefix_reuse"],
-                "cache_breaks_per_100_steps": run["cache_breaks_per_100_steps"],
-                "billed_input": run["billed_input"],
-                "mean_request_tokens": run["mean_view_tokens"],
-                "billed_input_tokens_per_step": round(run["billed_input"] * run["mean_view_tokens"]),
-                "ms_p50": run["ms_p50"],
-                "ms_p95": run["ms_p95"],
-            }
-        )
-    return rows
+def compare(results: dict[str, Any]) -> dict[str, Any]:
+    groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for run in results.get("runs", []):
+        if "dataset" in run:
+            groups.setdefault((run["dataset"], run["input_limit"]), []).append(run)
+    out: dict[str, Any] = {}
+    for (dataset, limit), runs in groups.items():
+        ours = next((r for r in runs if r["peer"] == "ctxline"), None)
+        peers = [r for r in runs if r["peer"] not in ("ctxline", "naive")]
+        entry: dict[str, Any] = {"ctxline": _row(ours) if ours else None, "best_zero_failure_peer": {}}
+        for style, key in STYLES.items():
+            ok = [r for r in peers if valid(r) and key in r]
+            best = min(ok, key=lambda r: r[key], default=None)
+            entry["best_zero_failure_peer"][style] = None if best is None else {"peer": best["peer"], key: best[key], "cache_breaks_per_100_steps": best["cache_breaks_per_100_steps"]}
+            if ours is not None and best is not None:
+                entry[f"ratio_{style}"] = round(ours[key] / best[key], 3)
+        entry["ctxline_zero_failures"] = ours is not None and valid(ours)
+        out[f"{dataset} ({limit:,})"] = entry
+    return out
+
+
+def _row(run: dict[str, Any]) -> dict[str, Any]:
+    keys = (
+        "steps", "over_limit_steps", "pairing_errors", "task_kept_share", "latest_kept_share",
+        "prefix_reuse", "cache_breaks_per_100_steps", "billed_input_tokens_per_step",
+        "billed_input_tokens_per_step_anthropic", "mean_view_tokens", "ms_p50", "ms_p95",
+    )  # fmt: skip
+    row = {k: run.get(k) for k in keys}
+    own = (run.get("ctxline") or {}).get("own_replay_metrics") or {}
+    row["own"] = {k: own.get(k) for k in ("latest_kept", "latest_kept_within_fresh_limit", "billed_input_tokens_per_step", "billed_input_tokens_per_step_anthropic", "cache_breaks_per_100_steps")}
+    return row
+
+
+def markdown(results: dict[str, Any]) -> str:
+    lines = [
+        "| dataset (input limit) | reducer | over limit | task kept | newest kept | cache breaks / 100 steps | billed / step (OpenAI style) | billed / step (Anthropic style) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for run in results.get("runs", []):
+        if "dataset" in run and run.get("steps"):
+            groups.setdefault((run["dataset"], run["input_limit"]), []).append(run)
+    for (dataset, limit), runs in groups.items():
+        shown = [r for r in runs if r["peer"] in ("ctxline", "naive") or valid(r)]
+        shown.sort(key=lambda r: (r["peer"] != "ctxline", r["peer"] == "naive", r["billed_input_tokens_per_step"]))
+        for i, r in enumerate(shown):
+            label = f"{dataset} ({limit:,})" if i == 0 else ""
+            name = NAMES.get(r["peer"], r["peer"])
+            over = f"{r['over_limit_steps']}" + ("" if r["pairing_errors"] == 0 else f", {r['pairing_errors']} pairing errors")
+            lines.append(
+                f"| {label} | {name} | {over} | {r['task_kept_share']:.3f} | {r['latest_kept_share']:.3f} | "
+                f"{r['cache_breaks_per_100_steps']:.2f} | {r['billed_input_tokens_per_step']:,} | "
+                f"{r['billed_input_tokens_per_step_anthropic']:,} |"
+            )
+    return "\n".join(lines)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    default_data = os.environ.get("CTXLINE_SHARED_DATA", str(REPO.parent / "shared" / "data"))
-    parser.add_argument("--data", default=default_data)
     parser.add_argument("--peers", default=str(REPO / "benchmarks" / "peers_results.json"))
+    parser.add_argument("--markdown", action="store_true")
     args = parser.parse_args()
-    peers = json.loads(Path(args.peers).read_text()) if Path(args.peers).exists() else {}
-    out: dict[str, Any] = {"benchmark": "replay_vs_peers", "datasets": {}}
-    for name in DATASETS:
-        ours = ctxline_figures(Path(args.data), name)
-        rows = peer_rows(peers, name)
-        valid = [r for r in rows if r["over_limit_steps"] == 0 and r["pairing_errors"] == 0]
-        best = min(valid, key=lambda r: r["billed_input_tokens_per_step"], default=None)
-        out["datasets"][name] = {"ctxline": ours, "best_valid_peer": best, "peers": rows}
-    print(json.dumps(out, indent=1))
+    results = json.loads(Path(args.peers).read_text())
+    if args.markdown:
+        print(markdown(results))
+        return
+    print(json.dumps({"benchmark": "replay_vs_peers", "meta": results.get("meta", {}) and {k: v for k, v in results["meta"].items() if k != "datasets"}, "datasets": compare(results)}, indent=1))
 
 
 if __name__ == "__main__":

@@ -35,7 +35,7 @@ def show(prep: Preparation) -> None:
 
 async def main() -> None:
     session = CtxlineSession(
-        "agents-demo", MemoryStore(), options=PrepareOptions(offload_tokens=500), on_prepare=show
+        "agents-demo", MemoryStore(), options=PrepareOptions(offload_tokens=500, fresh_tokens=500), on_prepare=show
     )
     handle: dict[str, str] = {}
 

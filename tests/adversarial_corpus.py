@@ -130,6 +130,7 @@ def build(channel: str, payload: str, provider: str) -> dict[str, Any]:
         max_output=1_000,
         offload_tokens=0,
         summary_tokens=300,
+        defer=not compacting,  # the compacting channels need the compaction now
     )
     env = Environment(cwd="/repo", os=payload if channel == "environment" else "Linux", python="3.11")
     value = payload

@@ -67,7 +67,7 @@ def _session(db: str) -> None:
         environment=Environment(cwd="/repo", os="Linux"),
         time=TimeConfig("Europe/Berlin", refresh_s=0),
     )
-    options = PrepareOptions(tokenizer="bytes/4", context_window=5_000, max_output=500, offload_tokens=0)
+    options = PrepareOptions(tokenizer="bytes/4", context_window=5_000, max_output=500, offload_tokens=0, defer=False)  # reduce now: the session must hold a reduction
     ctx = Context(store, "s", clock=clock, status=status, status_mode="append", options=options)
     ctx.set_tools([{"name": "bash", "description": "Run a command.", "parameters": {}}])
     ctx.append(UserMessage("Plan, then call mom."))

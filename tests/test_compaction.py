@@ -1,8 +1,12 @@
-"""The extractive summary and the digest of a compacted span."""
+"""The extractive summary and the digest of a compacted span; the summary lines and the
+span fold kept ahead of need give the same texts; the newest group is never cut."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ctxline.record.events import (
     AssistantMessage,
@@ -63,3 +67,86 @@ def test_digest_counts_tools_and_files() -> None:
     assert "seq 3: sha256:" in text
     assert "src/mod0.py" in text
     assert "src/mod2.py" in text
+
+
+# --- ahead of need: the summary's lines and the span fold, kept as the record grows -------
+
+
+def _mixed(n: int, seed: int) -> list[StoredEvent]:
+    """A record with messages, calls (ids reused now and then), rules and state."""
+    import random
+
+    from ctxline.record.events import Rule, State
+
+    rnd = random.Random(seed)
+    events: list[Event] = [UserMessage("the task: fix src/app.py")]
+    for i in range(n):
+        kind = rnd.choice(["user", "call", "call", "call", "rule", "state", "text"])
+        if kind == "user":
+            events.append(UserMessage(f"also do {i}"))
+        elif kind == "call":
+            cid = f"c{rnd.randrange(max(1, i // 3 + 1))}"  # reused ids, as real logs have
+            events.append(AssistantMessage("", (ToolCall(cid, "edit", {"path": f"src/m{i % 7}.py"}),)))
+            events.append(ToolResult(cid, f"done {i}\nmore", is_error=rnd.random() < 0.2))
+        elif kind == "rule":
+            events.append(Rule(f"r{i % 3}", rnd.choice(["set", "replace", "revoke"]), text=f"rule {i}"))
+        elif kind == "state":
+            events.append(State(f"env/s{i % 2}", f"v{i}") if i % 5 else State(f"env/s{i % 2}", cleared=True))
+        else:
+            events.append(AssistantMessage(f"thinking about {i}"))
+    return stored(events)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    n=st.integers(0, 120),
+    seed=st.integers(0, 10_000),
+    budget=st.sampled_from([80, 300, 2_000]),
+    cut=st.floats(0, 1),
+    keep_share=st.floats(0, 0.3),
+)
+def test_summary_lines_make_the_extractive_summary_of_the_span(
+    n: int, seed: int, budget: int, cut: float, keep_share: float
+) -> None:
+    from ctxline.view.compaction import SummaryLines
+
+    events = _mixed(n, seed)
+    upto = max(1, int(len(events) * cut))
+    users = [e.seq for e in events[:upto] if isinstance(e.event, UserMessage)]
+    keep = users[: 1 + int(len(users) * keep_share)]
+    lines = SummaryLines()
+    lines.advance(events, len(events), COUNTER)  # ahead of the cut, as a step does
+    span = [e for e in events[:upto] if e.seq not in keep]
+    assert lines.summary(events, upto, keep, budget, COUNTER) == extractive_summary(span, budget, COUNTER)
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(1, 300), seed=st.integers(0, 10_000), cuts=st.lists(st.floats(0, 1), min_size=1, max_size=4))
+def test_a_span_fold_ahead_of_the_cut_goes_back_to_it(n: int, seed: int, cuts: list[float]) -> None:
+    from ctxline.view.compaction import SpanFold
+
+    events = _mixed(n, seed)
+    ahead = SpanFold().advance(events, len(events))
+    for share in cuts:
+        upto = max(1, int(len(events) * share))
+        fresh = SpanFold().advance(events, upto)
+        ahead.advance(events, upto)
+        assert ahead.digest({}) == fresh.digest({})
+        assert ahead.reaffirm() == fresh.reaffirm()
+        ahead.advance(events, len(events))
+
+
+def test_plan_compaction_keeps_the_newest_group_even_over_its_budget() -> None:
+    from ctxline.render.neutral import history_to_messages
+    from ctxline.view.compaction import plan_compaction
+    from ctxline.view.measure import ViewMessage
+
+    events = session(30)
+    messages, _ = history_to_messages(events)
+    view = [ViewMessage(m, 5_000 if m.seq >= events[-2].seq else 50) for m in messages]
+    reduction = plan_compaction(
+        view, events, fixed_tokens=500, target=3_000, counter=COUNTER, summary_tokens=400, previous_upto=0
+    )
+    assert reduction is not None
+    assert reduction.upto_seq < events[-2].seq  # the newest call and its result stay
+    assert reduction.keep == (1,)  # and the task

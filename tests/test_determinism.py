@@ -135,6 +135,47 @@ def test_random_timelines_are_the_same_cold_and_warm(
             assert warm.events[-1].kind != "request"
 
 
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    plan=st.lists(st.tuples(st.lists(_EVENTS, min_size=1, max_size=4), st.integers(0, 200)), min_size=3, max_size=14),
+    window=st.sampled_from([3_000, 6_000, 50_000]),
+    provider=st.sampled_from(["openai", "anthropic"]),
+    fresh=st.sampled_from([None, 100]),
+)  # fmt: skip
+def test_edits_made_in_place_are_the_same_as_a_cold_rendering(
+    plan: list[tuple[list[str], int]], window: int, provider: str, fresh: int | None
+) -> None:
+    """The budget's state — the edit index, the summary lines and span fold kept ahead,
+    the growth and waiting folded from the logged requests, the counts made at append
+    time — and the edits patched into the rendered view: a cold cache still gives the
+    same bytes and report. ``edit_gain=0`` makes every edit that pays, so patches are
+    frequent; ``defer=False`` makes the ladder reduce at the pressure line."""
+    options = PrepareOptions(
+        provider="anthropic" if provider == "anthropic" else "openai",
+        context_window=window,
+        max_output=500,
+        tokenizer="bytes/4",
+        edit_gain=0.0,
+        defer=window != 6_000,
+        fresh_tokens=fresh,
+    )
+    store = MemoryStore()
+    warm = _context(store, "p", options)
+    warm.append(UserMessage("the original task"))
+    now, i = T0, 0
+    for kinds, seconds in plan:
+        for kind in kinds:
+            i += 1
+            warm.append(*_event(kind, i))
+        now += timedelta(seconds=seconds)
+        try:
+            _same_step(warm, store, "p", now)
+        except Exception as exc:  # a refusal must be the same refusal, cold or warm
+            if type(exc).__name__ not in ("ContextOverflow", "CompactionError"):
+                raise
+            assert warm.events[-1].kind != "request"
+
+
 _FRESH = """
 import json, sys
 from datetime import datetime

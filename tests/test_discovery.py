@@ -280,7 +280,11 @@ def test_rung_3_drops_unused_revealed_schemas_and_never_the_forced_one() -> None
         store,
         "r3",
         sources=[discovery],
-        options=PrepareOptions(context_window=4000, max_output=500, tokenizer="o200k_base"),
+        # defer=False: reduce at the pressure line (the cost-aware ladder would wait here,
+        # the extra reads costing less than rewriting the tools array)
+        options=PrepareOptions(
+            context_window=4000, max_output=500, tokenizer="o200k_base", defer=False
+        ),
     )
     ctx.append(
         UserMessage("find tools"),

@@ -27,7 +27,7 @@ from ctxline.record.events import ToolResult as Result
 from ctxline.record.store import SQLiteStore, Store
 
 HANDLE = re.compile(r"sha256:[0-9a-f]{64}")
-SMALL = PrepareOptions(context_window=6_000, max_output=1_000, offload_tokens=200)
+SMALL = PrepareOptions(context_window=6_000, max_output=1_000, offload_tokens=200, fresh_tokens=200)
 LONG = "\n".join(f"line {i}: " + "payload " * 12 for i in range(400))
 
 
@@ -175,7 +175,9 @@ def test_replayed_and_trimmed_results_read_back(tmp_path: Path) -> None:
                 _reads_back(store, db, info.id, handles)
         assert found > 0
         # short results trimmed by the ladder (under the writer's blob threshold) read back too
-        ctx = Context(store, "trim", options=PrepareOptions(context_window=6_000, max_output=200, offload_tokens=0))
+        ctx = Context(  # defer=False: trim at the pressure line (by default it waits, this fits)
+            store, "trim", options=PrepareOptions(context_window=6_000, max_output=200, offload_tokens=0, defer=False)
+        )
         ctx.append(UserMessage("task"))
         for i in range(8):
             ctx.append(

@@ -40,7 +40,7 @@ from ctxline import (
     canonical_json,
 )
 from ctxline.importers import ImportedSession, load
-from ctxline.replay import ReplayStats, ReplayStep, replay_session
+from ctxline.replay import ReplayStats, ReplayStep, measured, replay_session
 from ctxline.tags import escape
 from ctxline.view.prepare import Preparation
 
@@ -127,11 +127,7 @@ class Observed:
         self.steps: list[ReplayStep] = []
 
     def __call__(self, prep: Preparation) -> None:
-        messages = [vm.message for vm in self.ctx().view()]
-        kept = self.task is not None and any(
-            m.role == "user" and m.text == self.task for m in messages
-        )
-        self.steps.append(ReplayStep("s", prep, 0.0, messages, kept))
+        self.steps.append(measured(self.ctx(), "s", prep, 0.0, self.task))
 
 
 class Wire:

@@ -52,6 +52,13 @@ def test_replay_stays_valid_at_every_window(dataset: str, window: int, max_outpu
     if window >= 32_000:
         assert summary["context_overflows"] == 0
     assert summary["compaction_failures"] == 0
+    # the newest history message is in the view whole whenever it fits the fresh limit
+    # (in the smallest window the newest group alone may not fit beside the task)
+    assert summary["latest_kept_within_fresh_limit"] >= (1.0 if window >= 32_000 else 0.99)
+    # the two pricing styles, from the same sums
+    reused, total = stats.reused_tokens, stats.total_tokens
+    assert summary["billed_input_tokens_anthropic"] == round(0.1 * reused + 1.25 * (total - reused))
+    assert summary["billed_input_tokens"] == round(0.1 * reused + (total - reused))
 
 
 def _with_rules_and_state(session: ImportedSession) -> ImportedSession:
@@ -164,6 +171,9 @@ def test_replay_cli_json_and_html_report(tmp_path: Path) -> None:
         "cache_breaks_per_100_steps",
         "billed_input",
         "billed_input_tokens",
+        "billed_input_tokens_per_step_anthropic",
+        "latest_kept",
+        "latest_kept_within_fresh_limit",
         "actions",
         "compactions",
         "offloads",
@@ -266,8 +276,14 @@ def test_a_compaction_that_saves_too_little_is_not_applied_but_reported() -> Non
 
     store = MemoryStore()
     # the window fits the whole session (built-in tools included) without a compaction
+    # defer=False: reduce as soon as the pressure line is crossed (by default the view
+    # waits while waiting is cheaper, and this request fits, so nothing would be tried)
     options = PrepareOptions(
-        context_window=6_400, max_output=1_000, offload_tokens=0, min_compaction_saving=0.9
+        context_window=6_400,
+        max_output=1_000,
+        offload_tokens=0,
+        min_compaction_saving=0.9,
+        defer=False,
     )
     ctx = Context(store, "s", options=options, counter=COUNTER)
     ctx.append(*_long_session(14))

@@ -158,7 +158,13 @@ class Context:
         self.refresh()
         stored = self.writer.append(list(events), expected_seq=expected_seq)
         self._events.extend(stored)
+        self._count_ahead(stored)
         return stored
+
+    def _count_ahead(self, stored: Sequence[StoredEvent]) -> None:
+        """Count new long messages now (and the stubs of new results), so the next
+        ``prepare`` finds them: O(new) either way; here it is off the model call's path."""
+        self._cache.ahead(stored, self._setup(None).view)
 
     # --- tools ------------------------------------------------------------------------
 

@@ -21,6 +21,15 @@ that keeps a single, current status). A provider that charges cache *writes* ext
 re-processed R tokens: ``C_replace ≈ (N - 1)(w - alpha) R``; ``w = 1`` is the seed's formula.
 The model leaves out context occupancy and the ambiguity of stale copies (seed 001).
 
+The same accounting prices every edit of the view (docs/budget.md): a request of ``T``
+tokens of which ``C`` are read from the cache bills ``alpha C + w (T - C)`` =
+``alpha T + (w - alpha) U`` with ``U`` the uncached tokens. An edit that saves ``D``
+tokens and changes the view ``R`` tokens before the end of the previous request costs
+``(w - alpha) R`` once and saves ``alpha D`` on each of the ``N`` later steps it stays in
+force (and ``w D`` now): :func:`edit_gain`. The status bar's choice is the case ``D = S``.
+
+    >>> round(edit_gain(saved=2_000, rewritten=3_000, steps=20, pricing=CachePricing(0.1)), 1)
+    3300.0
     >>> choose_strategy(alpha=0.1, S=200, R=3_000, N=20).strategy
     'append'
     >>> choose_strategy(alpha=0.1, S=2_000, R=300, N=20).strategy
@@ -43,9 +52,15 @@ __all__ = [
     "CachePricing",
     "Decision",
     "append_cost",
+    "billed_input",
+    "cache_pricing",
     "choose_strategy",
     "decide_for_provider",
+    "edit_gain",
+    "expected_steps",
     "replace_cost",
+    "rewrite_cost",
+    "wait_cost",
 ]
 
 Strategy = Literal["replace", "append"]
@@ -154,3 +169,89 @@ def decide_for_provider(
     decision = choose_strategy(found.alpha, S, R, N, found.write_premium)
     decision.inputs["provider"] = provider
     return decision
+
+
+# --- the whole view: what an edit of the request costs and saves (docs/budget.md) -----
+
+
+def cache_pricing(
+    provider: str,
+    model: str | None = None,
+    *,
+    read: float | None = None,
+    write: float | None = None,
+    pricing: Mapping[str, CachePricing] = PROVIDER_PRICING,
+) -> CachePricing:
+    """``alpha`` and ``w`` for a model: the values given, else the model's prices in
+    ``ctxline/data/pricing.json`` (cache read / input, cache write / input), else the
+    provider's default here.
+
+    >>> cache_pricing("anthropic", "claude-sonnet-4-5")
+    CachePricing(alpha=0.1, write_premium=1.25, note='claude-sonnet-4-5')
+    >>> cache_pricing("openai", "gpt-4.1").alpha
+    0.25
+    >>> cache_pricing("openai", "gpt-4.1", read=0.1).alpha
+    0.1
+    """
+    from ctxline.pricing import price_for
+
+    base = pricing.get(provider, CachePricing(1.0, 1.0, "unknown provider: no cache"))
+    alpha, premium, note = base.alpha, base.write_premium, base.note
+    price = price_for(model) if model else None
+    if price is not None and price.input > 0:
+        alpha = float(price.cache_read / price.input)
+        premium = max(1.0, float(price.cache_write / price.input))
+        note = price.model
+    if read is not None:
+        alpha = read
+    if write is not None:
+        premium = write
+    _check(alpha, 0, 0, 0, premium)
+    return CachePricing(alpha, premium, note)
+
+
+def billed_input(reused: float, total: float, pricing: CachePricing) -> float:
+    """``alpha C + w (T - C)``: a request of ``total`` tokens, ``reused`` read from the cache."""
+    return pricing.alpha * reused + pricing.write_premium * (total - reused)
+
+
+def rewrite_cost(tokens: float, pricing: CachePricing) -> float:
+    """``(w - alpha) R``: what re-processing ``tokens`` that were cached costs extra."""
+    return (pricing.write_premium - pricing.alpha) * tokens
+
+
+def wait_cost(excess: float, pricing: CachePricing) -> float:
+    """``alpha E``: one more step with ``excess`` tokens an edit would have removed."""
+    return pricing.alpha * excess
+
+
+def edit_gain(saved: float, rewritten: float, steps: float, pricing: CachePricing) -> float:
+    """``D (w + alpha N) - (w - alpha) R``: the expected saving of an edit of the view.
+
+    ``saved`` (D) tokens leave the request; the view changes ``rewritten`` (R) tokens
+    before the end of the previous request, which are then processed again instead of
+    read from the cache; the edit stays in force for ``steps`` (N) later steps. Now: the
+    R tokens cost ``w`` instead of ``alpha``, minus the D that are gone (``w D``, as they
+    would have been part of R). Later: ``alpha D`` per step. Positive: the edit pays.
+    """
+    a, w = pricing.alpha, pricing.write_premium
+    return saved * (w + a * steps) - (w - a) * rewritten
+
+
+def expected_steps(done: int, growth: float, room: float) -> float:
+    """N: how many more steps an edit is expected to stay in force.
+
+    A timeline that has made ``done`` requests is expected to make about as many more
+    (the Lindy estimate: no other input is known to the step), but no more than the
+    steps left before the view grows by ``room`` at ``growth`` tokens per step and a
+    compaction hides the edit anyway.
+
+    >>> expected_steps(40, growth=500, room=5_000)
+    10.0
+    >>> expected_steps(3, growth=0, room=5_000)
+    3.0
+    """
+    steps = float(max(done, 1))
+    if growth > 0:
+        steps = min(steps, max(room, 0.0) / growth)
+    return max(steps, 1.0)

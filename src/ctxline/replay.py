@@ -6,7 +6,10 @@ request ctxline would have sent — reductions included; then the recorded reply
 results are appended. The request time is the append time of the newest event, so a
 replay is repeatable. :class:`ReplayStats` measures each request the way the peer
 harness in ``../shared/peers`` does (message-granularity prefix reuse, cache breaks,
-billed input at α for cached tokens).
+billed input under two pricing styles: cached reads at α and everything else at 1.0 —
+OpenAI's — and cached reads at α with the rest written to the cache at 1.25 —
+Anthropic's; ``latest_kept``: the share of steps whose newest history message is in
+the view unchanged).
 
     stats = ReplayStats(alpha=0.1)
     for step in replay_session(store, session, options=PrepareOptions(model="gpt-4.1")):
@@ -26,9 +29,9 @@ from typing import Any
 from ctxline.context import Context
 from ctxline.errors import CompactionError, ContextOverflow
 from ctxline.importers import ImportedSession
-from ctxline.record.events import AssistantMessage, Pending, UserMessage
+from ctxline.record.events import AssistantMessage, Pending, StoredEvent, ToolResult, UserMessage
 from ctxline.record.store import Store
-from ctxline.render.neutral import NeutralMessage
+from ctxline.render.neutral import NeutralMessage, escape_json
 from ctxline.sources.status import StatusConfig
 from ctxline.sources.statusbar import parse_status_mode
 from ctxline.tags import escape
@@ -36,7 +39,19 @@ from ctxline.tokens.counters import TokenCounter
 from ctxline.view.options import PrepareOptions
 from ctxline.view.prepare import Preparation
 
-__all__ = ["REPLAY_EPOCH", "ReplayStats", "ReplayStep", "pairing_errors", "replay_session"]
+__all__ = [
+    "ANTHROPIC_WRITE",
+    "REPLAY_EPOCH",
+    "ReplayStats",
+    "ReplayStep",
+    "measured",
+    "pairing_errors",
+    "replay_session",
+    "shows_whole",
+]
+
+ANTHROPIC_WRITE = 1.25
+"""The Anthropic pricing style's cache-write price (5-minute cache), as a share of input."""
 
 REPLAY_EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 """The request time used when a trajectory has no timestamps."""
@@ -58,6 +73,10 @@ class ReplayStep:
     messages: list[NeutralMessage]
     task_kept: bool
     overflow: str | None = None
+    latest_kept: bool | None = None
+    """Whether the newest history message is in the view unchanged (None: there is none)."""
+    latest_fits: bool = True
+    """Whether that message fits the fresh limit (a result over it is a preview by design)."""
 
 
 def pairing_errors(messages: list[NeutralMessage]) -> int:
@@ -121,6 +140,30 @@ def replay_session(
         ctx.append(*batch)
 
 
+def _newest(stored: Sequence[StoredEvent]) -> StoredEvent | None:
+    """The last user, assistant or tool message among ``stored``."""
+    for ev in reversed(stored):
+        if isinstance(ev.event, UserMessage | AssistantMessage | ToolResult):
+            return ev
+    return None
+
+
+def shows_whole(messages: Sequence[NeutralMessage], newest: StoredEvent) -> bool:
+    """Whether the view shows the message of ``newest`` unchanged (its text, its calls)."""
+    event = newest.event
+    for m in messages:
+        if m.seq != newest.seq:
+            continue
+        if isinstance(event, ToolResult):
+            return m.role == "tool" and m.text == escape(event.content)
+        if isinstance(event, UserMessage):
+            return m.role == "user" and m.text == escape(event.text)
+        if isinstance(event, AssistantMessage):
+            shown = [escape_json(c.arguments, escape) for c in event.tool_calls]
+            return m.text == escape(event.text) and [c.arguments for c in m.tool_calls] == shown
+    return False
+
+
 def _step(ctx: Context, sid: str, task_view: str | None) -> ReplayStep:
     """Prepare the request of one model call, timed; a refusal is a step too."""
     now = ctx.events[-1].at if ctx.events else REPLAY_EPOCH
@@ -129,10 +172,23 @@ def _step(ctx: Context, sid: str, task_view: str | None) -> ReplayStep:
         prep = ctx.prepare(now=now)
     except (ContextOverflow, CompactionError) as exc:
         return ReplayStep(sid, None, (time.perf_counter() - started) * 1000, [], False, str(exc))
-    ms = (time.perf_counter() - started) * 1000
+    return measured(ctx, sid, prep, (time.perf_counter() - started) * 1000, task_view)
+
+
+def measured(
+    ctx: Context, sid: str, prep: Preparation, ms: float, task_view: str | None
+) -> ReplayStep:
+    """The replay figures of a request ``ctx`` just prepared (not timed): its view, whether
+    the task and the newest history message (the last one appended) are in it unchanged."""
     messages = [vm.message for vm in ctx.view()]
     kept = task_view is not None and any(m.role == "user" and m.text == task_view for m in messages)
-    return ReplayStep(sid, prep, ms, messages, kept)
+    newest = _newest(ctx.events)
+    latest = None if newest is None else shows_whole(messages, newest)
+    fits = True
+    if newest is not None and isinstance(newest.event, ToolResult):
+        limit = ctx.options.fresh_limit
+        fits = not (limit and ctx.counter.count(newest.event.content) > limit)
+    return ReplayStep(sid, prep, ms, messages, kept, None, latest, fits)
 
 
 @dataclass
@@ -140,6 +196,8 @@ class ReplayStats:
     """The replay figures, accumulated step by step (see ``ctxline replay --json``)."""
 
     alpha: float = 0.1
+    write_premium: float = ANTHROPIC_WRITE
+    """The Anthropic style's write price (the OpenAI style writes at 1.0)."""
     input_limit: int = 0
     trajectories: int = 0
     steps: int = 0
@@ -150,6 +208,10 @@ class ReplayStats:
     pairing_errors: int = 0
     empty_views: int = 0
     task_kept_steps: int = 0
+    latest_steps: int = 0
+    latest_kept_steps: int = 0
+    latest_fit_steps: int = 0
+    latest_fit_kept_steps: int = 0
     breaks: int = 0
     context_overflows: int = 0
     compaction_failures: int = 0
@@ -182,6 +244,12 @@ class ReplayStats:
         self.pairing_errors += pairing_errors(step.messages)
         self.empty_views += not any(m.role in ("user", "assistant", "tool") for m in step.messages)
         self.task_kept_steps += step.task_kept
+        if step.latest_kept is not None:
+            self.latest_steps += 1
+            self.latest_kept_steps += step.latest_kept
+            if step.latest_fits:
+                self.latest_fit_steps += 1
+                self.latest_fit_kept_steps += step.latest_kept
         self.breaks += broke
         for action in report["actions"]:
             self.actions[str(action["action"])] += 1
@@ -206,6 +274,8 @@ class ReplayStats:
         steps = self.steps or 1
         total = self.total_tokens or 1
         billed = self.alpha * self.reused_tokens + (self.total_tokens - self.reused_tokens)
+        written = self.total_tokens - self.reused_tokens
+        billed_anthropic = self.alpha * self.reused_tokens + self.write_premium * written
         ms = sorted(self.ms)
         return {
             "trajectories": self.trajectories,
@@ -220,11 +290,20 @@ class ReplayStats:
             "overflow_sessions": sorted(self.overflow_sessions),
             "empty_views": self.empty_views,
             "task_kept": round(self.task_kept_steps / steps, 4),
+            "latest_kept": _share(self.latest_kept_steps, self.latest_steps),
+            "latest_kept_within_fresh_limit": _share(self.latest_fit_kept_steps, self.latest_fit_steps),
             "prefix_reuse": round(self.reused_tokens / total, 4),
             "cache_breaks_per_100_steps": round(100 * self.breaks / steps, 2),
             "billed_input": round(billed / total, 4),
             "billed_input_tokens": round(billed),
             "billed_input_tokens_per_step": round(billed / steps),
+            "billed_input_anthropic": round(billed_anthropic / total, 4),
+            "billed_input_tokens_anthropic": round(billed_anthropic),
+            "billed_input_tokens_per_step_anthropic": round(billed_anthropic / steps),
+            "pricing": {
+                "openai": {"cache_read": self.alpha, "cache_write": 1.0},
+                "anthropic": {"cache_read": self.alpha, "cache_write": self.write_premium},
+            },
             "alpha": self.alpha,
             "actions": dict(sorted(self.actions.items())),
             "compactions": self.actions.get("compact", 0),
@@ -232,3 +311,8 @@ class ReplayStats:
             "prepare_ms_p50": round(statistics.median(ms), 3) if ms else None,
             "prepare_ms_p95": round(ms[max(0, int(len(ms) * 0.95) - 1)], 3) if ms else None,
         }
+
+
+def _share(part: int, whole: int) -> float | None:
+    """``part / whole`` to 4 places; None when nothing was measured."""
+    return round(part / whole, 4) if whole else None

@@ -2,12 +2,17 @@
 
 ctxline replay examples/data --context-window 32000 --max-output 4000
 ctxline replay ../shared/data/tau-bench --context-window 8000 --max-output 1000 --json
+
+Billed input is reported in two pricing styles: OpenAI's (cached reads at ``--alpha``,
+everything else at 1.0) and Anthropic's (cached reads at ``--alpha``, the rest written
+to the cache at ``--write-premium``, 1.25 for the 5-minute cache).
 """
 
 from __future__ import annotations
 
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +32,7 @@ from ctxline.cli.common import (
 from ctxline.errors import ValidationError
 from ctxline.importers import FORMATS, load_tree
 from ctxline.record.store import Store, open_store
-from ctxline.replay import ReplayStats, model_calls, replay_session
+from ctxline.replay import ANTHROPIC_WRITE, ReplayStats, model_calls, replay_session
 from ctxline.sources.statusbar import parse_status_mode
 from ctxline.tokens.counters import get_counter
 
@@ -68,11 +73,28 @@ def _free_id(store: Store, base: str) -> str:
     default=None,
     help="Results over this many tokens show as previews.",
 )
+@click.option(
+    "--fresh-tokens",
+    type=int,
+    default=None,
+    help="The newest results are whole up to this many tokens (default: a quarter of the input limit, at most 25,000).",
+)
 @status_options(
     "off", "Add ctxline's status bar to every request (off: the recorded agent had none)."
 )
 @click.option(
-    "--alpha", type=float, default=0.1, show_default=True, help="Price of a cached input token."
+    "--alpha",
+    type=float,
+    default=0.1,
+    show_default=True,
+    help="Price of a cached input token (both pricing styles), as a share of a normal one.",
+)
+@click.option(
+    "--write-premium",
+    type=float,
+    default=ANTHROPIC_WRITE,
+    show_default=True,
+    help="Price of a token written to the cache in the Anthropic pricing style (OpenAI's is 1.0).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one summary object.")
 @click.option(
@@ -94,9 +116,11 @@ def replay_cmd(
     pressure: float | None,
     target: float | None,
     offload_tokens: int | None,
+    fresh_tokens: int | None,
     status_mode: str,
     tz: str | None,
     alpha: float,
+    write_premium: float,
     as_json: bool,
     report_path: Path | None,
 ) -> None:
@@ -112,13 +136,19 @@ def replay_cmd(
             target=target,
             offload_tokens=offload_tokens,
         )
+        if fresh_tokens is not None:
+            options = replace(options, fresh_tokens=fresh_tokens)
+        if not 0 <= alpha <= 1 or write_premium < 1:
+            raise ValidationError("need 0 <= --alpha <= 1 and --write-premium >= 1", field="alpha")
         counter = get_counter(tokenizer)
         status = status_config(status_mode, tz)
         sessions = load_tree(path, fmt)
         if not sessions:
             raise ValidationError("no trajectories found", source=str(path))
         store = open_store(db)
-        stats = ReplayStats(alpha=alpha, keep_steps=report_path is not None)
+        stats = ReplayStats(
+            alpha=alpha, write_premium=write_premium, keep_steps=report_path is not None
+        )
         steps_total = sum(1 for s in sessions for _ in model_calls(s.events))
         progress = Progress(
             TextColumn("[bold]replay"),
@@ -157,6 +187,7 @@ def replay_cmd(
             "pressure": options.pressure,
             "target": options.target,
             "offload_tokens": options.offload_limit,
+            "fresh_tokens": options.fresh_limit,
             "status": status_mode,
         }
         if report_path is not None:

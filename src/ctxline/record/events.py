@@ -275,7 +275,9 @@ class Reduction:
     """A change to the *view* (never to the record), decided by the budget ladder.
 
     ``fold``: the results at ``seqs`` show a reference to the later identical result in
-    ``refs`` (seq → seq). ``trim``: the results at ``seqs`` show a preview and a handle.
+    ``refs`` (seq → seq). ``trim``: the results at ``seqs`` show a preview and a handle
+    (``meta["form"] == "short"``: a one-line stub, and an assistant message's long
+    argument strings elided; ``"text"``: an assistant message's text as a preview).
     ``compact``: events up to ``upto_seq`` are replaced by ``summary`` (and the digest and
     re-affirmation rendered from the record), except the user messages in ``keep``.
     """

@@ -155,9 +155,13 @@ class AnthropicAssembler:
         self._first_role: str | None = None
         self._pending: tuple[str, list[Block]] | None = None
         self._fed = 0
+        self._members: list[list[int]] = [[]]
+        """The frozen indexes merged into each cached message; the last: the pending one."""
+        self._where: dict[int, int] = {}
 
     def _feed_frozen(self, frozen: Sequence[NeutralMessage]) -> None:
-        for message in frozen[self._fed :]:
+        for index in range(self._fed, len(frozen)):
+            message = frozen[index]
             blocks = _blocks(message, self._ids)
             if not blocks:
                 continue
@@ -166,10 +170,35 @@ class AnthropicAssembler:
             if self._pending is not None and self._pending[0] != role:
                 self._stream.extend([_message_bytes(*self._pending)])
                 self._pending = None
+                self._members.append([])
             groups = [] if self._pending is None else [self._pending]
             _merge(groups, role, blocks)
             self._pending = groups[0]
+            self._members[-1].append(index)
+            self._where[index] = len(self._members) - 1
         self._fed = len(frozen)
+
+    def patch(self, frozen: Sequence[NeutralMessage], indexes: Sequence[int]) -> None:
+        """Frozen messages at ``indexes`` were replaced (a view edit): re-render the merged
+        messages that hold them (the same roles and ids; their blocks only change)."""
+        if any(i < self._fed and i not in self._where for i in indexes):
+            self.reset()  # a message that rendered to nothing now renders: merge again
+            return
+        touched = sorted({self._where[i] for i in indexes if i in self._where})
+        changes: dict[int, bytes] = {}
+        for item in touched:
+            groups: list[tuple[str, list[Block]]] = []
+            for index in self._members[item]:
+                blocks = _blocks(frozen[index], self._ids)
+                if not blocks:  # the merge itself would change: render everything again
+                    self.reset()
+                    return
+                _merge(groups, _role(frozen[index]), blocks)
+            if item == len(self._members) - 1:
+                self._pending = groups[0]
+            else:
+                changes[item] = _message_bytes(*groups[0])
+        self._stream.replace(changes)
 
     def assemble(
         self,

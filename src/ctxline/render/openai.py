@@ -171,6 +171,12 @@ class OpenAIAssembler:
         self.ids = ids
         return self._stream.body(lead, bool(system), items, foot)
 
+    def patch(self, frozen: Sequence[NeutralMessage], indexes: Sequence[int]) -> None:
+        """Frozen messages at ``indexes`` were replaced (a view edit): re-serialize those."""
+        self._stream.replace(
+            {i: canonical_json(_message(frozen[i], self._ids)) for i in indexes if i < self._fed}
+        )
+
 
 
 def to_openai(

@@ -56,12 +56,17 @@ class Stream:
     system message for OpenAI); when it changes, the parts and the hash are rebuilt once.
     """
 
+    MARK_EVERY = 64
+    """Parts between two saved states of the hash (an edit hashes again from the last one)."""
+
     def __init__(self) -> None:
         self.items: list[bytes] = []
         self.lead: bytes | None = None
         self.parts: list[bytes] = []
         self.digest = hashlib.sha256()
         self.has_item = False
+        self.marks: list[tuple[int, Any]] = []
+        """(parts hashed, the hash state then), every :attr:`MARK_EVERY` parts."""
 
     def extend(self, items: Sequence[bytes]) -> None:
         self.items.extend(items)
@@ -74,6 +79,33 @@ class Stream:
             self.has_item = True
             self.parts.append(part)
             self.digest.update(part)
+            if len(self.parts) % self.MARK_EVERY == 0:
+                self.marks.append((len(self.parts), self.digest.copy()))
+
+    def replace(self, changes: dict[int, bytes]) -> None:
+        """Items ``index → bytes`` changed (an edit of frozen history): new lists, so the
+        bodies already returned keep theirs; the hash is made again."""
+        if not changes:
+            return
+        items = list(self.items)
+        for index, item in changes.items():
+            items[index] = item
+        self.items = items
+        if self.lead is None:
+            return
+        parts = list(self.parts)
+        for index, item in changes.items():
+            parts[index + 1] = b"," + item if parts[index + 1][:1] == b"," else item
+        self.parts = parts
+        first = min(changes) + 1  # the first part that changed
+        self.marks = [m for m in self.marks if m[0] <= first]
+        done, digest = self.marks[-1] if self.marks else (1, hashlib.sha256(parts[0]))
+        digest = digest.copy()
+        for n in range(done, len(parts)):  # hash again from the last state before the change
+            digest.update(parts[n])
+            if (n + 1) % self.MARK_EVERY == 0 and n + 1 > done:
+                self.marks.append((n + 1, digest.copy()))
+        self.digest = digest
 
     def body(
         self, lead: bytes, lead_has_item: bool, live: Sequence[bytes], foot: bytes
@@ -82,6 +114,7 @@ class Stream:
             self.lead = lead
             self.parts = [lead]
             self.digest = hashlib.sha256(lead)
+            self.marks = []
             self.has_item = lead_has_item
             self._add(self.items)
         joined = b",".join(live)

@@ -2,14 +2,18 @@
 
 Events are fed once, in order, into two layers:
 
-- the **record fold** (:class:`RecordFold`): persona, the adopted guide and tools, the
-  request count, the reductions in force, the auto guide's kinds, and every source's
-  fold. It only moves forward; it starts over only when the record is not the
-  continuation of what it was fed (another timeline, a fork);
+- the **record fold** (:class:`~ctxline.view.fold.RecordFold`): persona, the adopted
+  guide and tools, the request count, the reductions in force, the auto guide's kinds,
+  every source's fold and the budget's. It only moves forward; it starts over only when
+  the record is not the continuation of what it was fed (another timeline, a fork);
 - the **history** (:class:`ViewCache`): the paired messages with reductions, offload
-  previews and side-channel stamps applied, frozen messages rendered and counted once.
-  A ``reduction`` event rewrites earlier parts of the view, so history renders again
-  from the record (token counts, by text, are kept).
+  previews and side-channel stamps applied, frozen messages rendered and counted once,
+  and the index of edits the budget may still make (:mod:`ctxline.view.candidates`).
+
+A ``reduction`` event changes earlier parts of the view without re-rendering the rest:
+folds and trims replace the messages they touch (new lists, so earlier preparations keep
+theirs) and the renderers re-serialize only those; a compaction renders again from its
+cut, which is the recent tail. Token counts, by text, are kept.
 
 Feeding never changes what a step returns: a cold cache gives the same bytes and the
 same report (see :func:`ctxline.view.step.plan_step`). Token counts looked up or made
@@ -21,46 +25,36 @@ while feeding are collected in :attr:`ViewCache.learned`, for the writer to stor
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, assert_never, overload
+from itertools import accumulate
+from typing import Any
 
 from ctxline.record.blobs import text_ref
-from ctxline.record.codec import canonical_json
 from ctxline.record.events import (
     AssistantMessage,
-    Compaction,
-    Event,
-    Guide,
-    ModelUsage,
-    Notification,
     Reduction,
-    RequestHeader,
-    Rule,
-    State,
-    StatusSnapshot,
     StoredEvent,
     SystemMessage,
-    Todo,
     ToolResult,
-    Tools,
-    UnknownEvent,
     UserMessage,
 )
 from ctxline.render.anthropic import AnthropicAssembler
-from ctxline.render.neutral import HistoryBuilder, NeutralMessage, ToolSpec
+from ctxline.render.neutral import HistoryBuilder, NeutralMessage, escape_json
 from ctxline.render.openai import OpenAIAssembler
 from ctxline.sources.base import Source
 from ctxline.sources.branch import BranchMark, render_branch
-from ctxline.sources.guide import GuideRegistry, MessageKind, guide_version
-from ctxline.sources.status import snapshot_text
-from ctxline.sources.timectx import side_channel_stamp
-from ctxline.tokens.counters import CountLookup, TextCounts, TokenCounter
-from ctxline.view.compaction import COMPACTION_KINDS, SpanFold, compaction_block
-from ctxline.view.edits import ViewEdits, fold_reference, preview
-from ctxline.view.options import PrepareOptions
+from ctxline.tags import escape
+from ctxline.tokens.counters import TextCounts
+from ctxline.view.candidates import EditIndex
+from ctxline.view.compaction import SpanFold, SummaryLines, compaction_block
+from ctxline.view.edits import elide_arguments, fold_reference, preview, trimmed
+from ctxline.view.fold import BudgetFold, Chain, RecordFold, ViewSetup, tool_specs
+from ctxline.view.measure import FRAMING_TOKENS, message_text
+from ctxline.view.showing import PreviousRequest, history_renderer, stamped
 
 __all__ = [
+    "BudgetFold",
     "Chain",
     "PreviousRequest",
     "RecordFold",
@@ -71,186 +65,6 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class ViewSetup:
-    """What shapes the history besides the record: sources, fork points, options, counter."""
-
-    sources: tuple[Source, ...]
-    options: PrepareOptions
-    counter: TokenCounter
-    branches: tuple[BranchMark, ...] = ()
-    guide: GuideRegistry | None = None
-    """A fixed guide registry (None: the guide lists the kinds the timeline uses)."""
-    counts: CountLookup | None = None
-    """Persisted token counts (the store's table), looked up before counting."""
-
-
-class Chain(Sequence[StoredEvent]):
-    """The record followed by a step's planned events, without copying the record."""
-
-    def __init__(self, head: Sequence[StoredEvent], tail: Sequence[StoredEvent]) -> None:
-        self.head = head
-        self.tail = tail
-
-    def __len__(self) -> int:
-        return len(self.head) + len(self.tail)
-
-    @overload
-    def __getitem__(self, index: int) -> StoredEvent: ...
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[StoredEvent]: ...
-    def __getitem__(self, index: int | slice) -> StoredEvent | Sequence[StoredEvent]:
-        if isinstance(index, slice):
-            start, stop, step = index.indices(len(self))
-            if step != 1:
-                return [self[i] for i in range(start, stop, step)]
-            n = len(self.head)
-            if stop <= n:
-                return self.head[start:stop]
-            if start >= n:
-                return self.tail[start - n : stop - n]
-            return [*self.head[start:], *self.tail[: stop - n]]
-        if index < 0:
-            index += len(self)
-        n = len(self.head)
-        return self.head[index] if index < n else self.tail[index - n]
-
-    def __iter__(self) -> Iterator[StoredEvent]:
-        yield from self.head
-        yield from self.tail
-
-
-def tool_specs(event: Tools) -> tuple[ToolSpec, ...]:
-    specs = []
-    for tool in event.tools:
-        params = tool.get("parameters") or {}
-        specs.append(
-            ToolSpec(
-                str(tool.get("name", "")),
-                str(tool.get("description", "") or ""),
-                params if isinstance(params, dict) else {},
-            )
-        )
-    return tuple(specs)
-
-
-@dataclass
-class RecordFold:
-    """What a step reads of the record besides the rendered history. Only moves forward."""
-
-    seq: int = 0
-    last_id: str = ""
-    system_texts: list[str] = field(default_factory=list)
-    guide: Guide | None = None
-    """The guide the next rendering uses (the adopted one, or one a step is adopting)."""
-    adopted_guide: Guide | None = None
-    """The latest ``guide`` event of the record."""
-    tools: tuple[ToolSpec, ...] = ()
-    tools_event: Tools | None = None
-    tools_bytes: bytes = b""
-    """The canonical JSON of the adopted tool list (compared with what a step offers)."""
-    steps: int = 0
-    """Requests logged so far (the next step is ``steps + 1``)."""
-    last_header: RequestHeader | None = None
-    actions: list[Reduction] = field(default_factory=list)
-    """Reductions since the last logged request (this step's, once planned)."""
-    edits: ViewEdits = field(default_factory=ViewEdits.empty)
-    folds: dict[str, Any] = field(default_factory=dict)
-    used_kinds: dict[str, MessageKind] = field(default_factory=dict)
-    """The guide kinds the record brought, in the order they first appeared."""
-    compacted: bool = False
-
-    def start(self, setup: ViewSetup) -> None:
-        for source in setup.sources:
-            self.folds[source.name] = source.fold()
-
-    def registry(self, setup: ViewSetup) -> GuideRegistry:
-        """The guide's kinds now: the app's fixed ones (or, without them, the kinds the
-        timeline uses), the sources' own, and the compaction's once there is one."""
-        fixed = setup.guide
-        registry = GuideRegistry(fixed.kinds if fixed is not None else [])
-        for source in setup.sources:
-            for kind in source.kinds():
-                registry.register(kind)
-        if fixed is None:
-            for kind in self.used_kinds.values():
-                registry.register(kind)
-        if self.compacted:
-            for kind in COMPACTION_KINDS:
-                registry.register(kind)
-        return registry
-
-    def feed(self, stored: StoredEvent, setup: ViewSetup) -> bool:
-        """Take one event; True when it is a reduction (the history must render again)."""
-        event = stored.event
-        for source in setup.sources:
-            for kind in self.folds[source.name].feed(stored):
-                self.used_kinds.setdefault(kind.tag, kind)
-        self.seq, self.last_id = stored.seq, stored.id
-        match event:
-            case SystemMessage():
-                self.system_texts.append(event.text)
-            case Guide():
-                if event.version == guide_version(event.text):  # else not ctxline's: ignored
-                    self.guide = self.adopted_guide = event
-            case Tools():
-                self.tools, self.tools_event = tool_specs(event), event
-                self.tools_bytes = canonical_json(list(event.tools))
-            case RequestHeader():
-                self.steps += 1
-                self.last_header = event
-                self.actions = []
-            case Reduction():
-                self.actions.append(event)
-                self.edits.apply(event)
-                self.compacted = self.compacted or event.action == "compact"
-                return True
-            case (
-                UserMessage()
-                | AssistantMessage()
-                | ToolResult()
-                | State()
-                | Rule()
-                | Notification()
-                | Todo()
-                | Compaction()
-                | StatusSnapshot()
-                | ModelUsage()
-                | UnknownEvent()
-            ):
-                pass  # the sources' folds and the history take these
-            case _:
-                assert_never(event)
-        return False
-
-
-@dataclass
-class PreviousRequest:
-    step: int
-    frozen: list[NeutralMessage]
-    frozen_count: int
-    generation: int
-    fingerprint: tuple[str, str]
-    live: list[NeutralMessage]
-    tail: tuple[str, ...]
-
-
-def history_renderer(sources: Sequence[Source]) -> Callable[[Event], NeutralMessage | None]:
-    """How history shows the events that are not messages: ctxline's own status snapshots,
-    then the first source that renders the event (None: not shown)."""
-
-    def render(event: Event) -> NeutralMessage | None:
-        if isinstance(event, StatusSnapshot):  # ctxline's own kind: its text is ctxline's
-            return NeutralMessage("user", snapshot_text(event))
-        for source in sources:
-            block = source.history(event)
-            if block is not None:
-                return NeutralMessage("user", block.render())
-        return None
-
-    return render
-
-
 @dataclass
 class ViewCache:
     """Per-timeline memo of the record fold and the rendered history (see module docstring)."""
@@ -258,6 +72,8 @@ class ViewCache:
     record: RecordFold = field(default_factory=RecordFold)
     started: bool = False
     builder: HistoryBuilder = field(default_factory=HistoryBuilder)
+    escaped: dict[str, str] = field(default_factory=dict)
+    """``tags.escape`` by text: a view rendered again (after a compaction) escapes nothing twice."""
     fed_seq: int = 0
     fed_id: str = ""
     dirty: bool = False
@@ -272,7 +88,7 @@ class ViewCache:
     """The latest rendering of the step being planned (it becomes ``previous`` when kept)."""
     counter_name: str = ""
     view_key: tuple[object, ...] = ()
-    """The options the history was rendered with (offload limit, time stamps)."""
+    """The options the history was rendered with (fresh limit, time stamps)."""
     compact_shown: bool = False
     handles: dict[int, str] = field(default_factory=dict)
     span: SpanFold = field(default_factory=SpanFold)
@@ -280,33 +96,53 @@ class ViewCache:
     """The sources' folds fed up to the compaction's cut (what it re-affirms)."""
     span_seq: int = 0
     span_id: str = ""
+    lines: SummaryLines = field(default_factory=SummaryLines)
+    """The default summary's lines, made ahead of need (see :class:`SummaryLines`)."""
+    index: EditIndex = field(default_factory=EditIndex)
+    previews: set[int] = field(default_factory=set)
+    """Seqs of results shown as previews from the start (over the fresh limit)."""
+    events: Sequence[StoredEvent] = ()
+    """The events last caught up with (the record, and a step's planned events)."""
+    pending: list[Reduction] = field(default_factory=list)
     text_tokens: dict[str, int] = field(default_factory=dict)
     """Token counts by text, kept when the view is rendered again (same counter)."""
     learned: dict[str, int] = field(default_factory=dict)
     """Counts of long texts made since the writer last stored them (key → tokens)."""
     new_blobs: dict[str, str] = field(default_factory=dict)
-    """Outputs newly shown as previews (handle → text), for the writer to save."""
+    """Texts newly shown only through a handle (handle → text), for the writer to save."""
     _sources: tuple[Source, ...] = ()
 
     def reset_view(self) -> None:
         """Forget the rendered history (it renders again on the next feed); keeps the
         record fold, the previous request and the token counts."""
         self.generation += 1
-        self.builder = HistoryBuilder()
+        self.builder = HistoryBuilder(escape=self._escape)
         self.fed_seq, self.fed_id, self.dirty, self.marks_fed = 0, "", False, 0
         self.frozen_tokens, self.frozen_prefix_sum = [], [0]
         self.openai, self.anthropic = OpenAIAssembler(), AnthropicAssembler()
         self.compact_shown = False
         self.handles = {}
+        self.index = EditIndex(memo=self.index.memo)  # the edited forms' sizes do not change
+        self.previews = set()
+
+    def _escape(self, text: str) -> str:
+        found = self.escaped.get(text)
+        if found is None:
+            found = self.escaped[text] = escape(text)
+        return found
 
     def reset(self) -> None:
         """Forget everything derived from the record (it is not the one fed so far)."""
         self.reset_view()
+        self.index = EditIndex()
+        self.escaped = {}
         self.record = RecordFold()
         self.started = False
         self.previous = None
         self.span = SpanFold()
         self.span_folds, self.span_seq, self.span_id = {}, 0, ""
+        self.lines = SummaryLines()
+        self.pending = []
 
     def catch_up(self, events: Sequence[StoredEvent], setup: ViewSetup) -> None:
         """Bring both layers up to the end of ``events`` (the timeline's record in seq order)."""
@@ -325,14 +161,23 @@ class ViewCache:
         if not self.started:
             rec.start(setup)
             self.started = True
+        self.events = events
         for stored in events[rec.seq :]:
-            if rec.feed(stored, setup):
-                self.dirty = True
-        key = (setup.options.offload_limit, setup.options.timestamps)
-        if self.dirty or key != self.view_key:
+            reduction = rec.feed(stored, setup)
+            if reduction is not None and self.fed_seq:
+                self.pending.append(reduction)
+        key = (setup.options.fresh_limit, setup.options.timestamps)
+        if key != self.view_key:
             self.reset_view()
             self.view_key = key
+        if self.pending:
+            if not self._patch(self.pending, events, setup):
+                self.reset_view()
+            self.pending = []
         self._feed_history(events, setup)
+        self.sync_frozen(setup)
+
+    # --- feeding --------------------------------------------------------------------
 
     def _feed_history(self, events: Sequence[StoredEvent], setup: ViewSetup) -> None:
         if self.fed_seq and (
@@ -341,11 +186,13 @@ class ViewCache:
             self.reset_view()
         if self.builder.render_other is None:
             self.builder.render_other = history_renderer(setup.sources)
+            self.builder.escape = self._escape
         self._sources = setup.sources
         marks = setup.branches
         compact = self.record.edits.compact
         edits = self.record.edits
-        for stored in events[self.fed_seq :]:
+        for index in self._to_feed(len(events)):
+            stored = events[index]
             while self.marks_fed < len(marks) and marks[self.marks_fed].fork_seq < stored.seq:
                 self._add_mark(marks[self.marks_fed])
             if compact is not None and stored.seq > compact.upto_seq:
@@ -354,24 +201,53 @@ class ViewCache:
             event = stored.event
             if edits.hidden(stored.seq) or isinstance(event, SystemMessage):
                 continue
-            if isinstance(event, ToolResult):
-                stored = self._result_view(stored, event, setup)
-            if setup.options.timestamps is not None:
-                stored = _stamped(stored, setup.options.timestamps)
-            self.builder.feed(stored)
+            self.builder.feed(self._view_event(stored, setup))
         if compact is not None and self.fed_seq >= compact.upto_seq:
             self._show_compaction(events, compact)
         while self.marks_fed < len(marks) and marks[self.marks_fed].fork_seq <= self.fed_seq:
             self._add_mark(marks[self.marks_fed])
 
+    def _to_feed(self, end: int) -> Iterable[int]:
+        """Indexes of the events still to feed; a compacted span is skipped but for the
+        user messages it keeps (its other events show nothing)."""
+        compact = self.record.edits.compact
+        start = self.fed_seq
+        if compact is None or start >= compact.upto_seq:
+            return range(start, end)
+        kept = [seq - 1 for seq in compact.keep if start < seq <= compact.upto_seq]
+        return [*kept, *range(compact.upto_seq, end)]
+
+    def _view_event(self, stored: StoredEvent, setup: ViewSetup) -> StoredEvent:
+        """The event as the view shows it (edits, previews, stamps applied)."""
+        event = stored.event
+        if isinstance(event, ToolResult):
+            stored = self._result_view(stored, event, setup)
+        elif isinstance(event, AssistantMessage):
+            edits = self.record.edits
+            if stored.seq in edits.short:
+                calls = []
+                for call in event.tool_calls:
+                    args, texts = elide_arguments(call.arguments)
+                    self.new_blobs.update(texts)
+                    calls.append(replace(call, arguments=args))
+                event = replace(event, tool_calls=tuple(calls))
+            if stored.seq in edits.texts:
+                (tokens,) = self.count_texts([event.text], setup)
+                handle = text_ref(event.text)
+                self.new_blobs[handle] = event.text
+                event = replace(event, text=preview(event.text, handle, tokens=tokens, noun="message"))
+            stored = replace(stored, event=event)
+        if setup.options.timestamps is not None:
+            stored = stamped(stored, setup.options.timestamps)
+        return stored
+
     def _add_mark(self, mark: BranchMark) -> None:
         self.builder.add(NeutralMessage("user", render_branch(mark)))
         self.marks_fed += 1
 
-    def _source_reaffirm(
-        self, events: Sequence[StoredEvent], upto: int, sources: Sequence[Source]
-    ) -> list[str]:
+    def _source_reaffirm(self, events: Sequence[StoredEvent], upto: int) -> list[str]:
         """What the sources restate at a cut at ``upto`` (their folds fed that far, once)."""
+        sources = self._sources
         restart = upto < self.span_seq or (
             self.span_seq and events[self.span_seq - 1].id != self.span_id
         )
@@ -387,7 +263,7 @@ class ViewCache:
 
     def _show_compaction(self, events: Sequence[StoredEvent], compact: Reduction) -> None:
         if not self.compact_shown:
-            extra = self._source_reaffirm(events, compact.upto_seq, self._sources)
+            extra = self._source_reaffirm(events, compact.upto_seq)
             text = compaction_block(compact, events, self.handles, self.span, extra)
             self.builder.add(NeutralMessage("user", text))
             self.compact_shown = True
@@ -401,40 +277,137 @@ class ViewCache:
             memo.update(zip(missing, counts.counts(missing), strict=True))
         return [memo[t] for t in texts]
 
+    def ahead(self, stored: Sequence[StoredEvent], setup: ViewSetup) -> None:
+        """Work the next step would do for these new events, done now (off the path of the
+        model call): long results counted, and the sizes of their stub and preview forms
+        (what the budget weighs their edits by). The result is the same either way."""
+        if setup.options.timestamps is not None:
+            return
+        self.count_texts([t for t in map(self._text_of, stored) if len(t) >= 2_048], setup)
+        results = [(e.seq, e.event) for e in stored if isinstance(e.event, ToolResult)]
+        for seq, event in results:
+            if len(event.content) < 200:  # under any stub: never trimmed
+                continue
+            (tokens,) = self.count_texts([event.content], setup)
+            handle = text_ref(event.content)
+            forms = {"trim": trimmed(event.content, handle, tokens=tokens)}
+            if tokens > setup.options.offload_limit:
+                forms["offload"] = preview(event.content, handle, tokens=tokens)
+            # in the memo by text too: an edit that shows one of them finds its count
+            for kind, n in zip(forms, self.count_texts(list(forms.values()), setup), strict=True):
+                self.index.memo[(seq, kind)] = n + FRAMING_TOKENS
+
+    def _text_of(self, stored: StoredEvent) -> str:
+        """The text a new message will be counted by (as the builder will render it)."""
+        event = stored.event
+        if isinstance(event, ToolResult):
+            return event.content
+        if isinstance(event, UserMessage):
+            return self._escape(event.text)
+        if isinstance(event, AssistantMessage) and event.tool_calls:
+            calls = tuple(replace(c, arguments=escape_json(c.arguments, self._escape)) for c in event.tool_calls)
+            return message_text(NeutralMessage("assistant", self._escape(event.text), calls))
+        if isinstance(event, AssistantMessage):
+            return self._escape(event.text)
+        return ""
+
+    def sync_frozen(self, setup: ViewSetup) -> None:
+        """Count and index the messages that froze since the last call."""
+        frozen = self.builder.frozen
+        done = len(self.frozen_tokens)
+        if done >= len(frozen):
+            return
+        new = frozen[done:]
+        counts = [n + FRAMING_TOKENS for n in self.count_texts([message_text(m) for m in new], setup)]
+        self.frozen_tokens.extend(counts)
+        self.frozen_prefix_sum.extend(accumulate(counts, initial=self.frozen_prefix_sum[-1]))
+        del self.frozen_prefix_sum[done + 1]  # accumulate repeats its initial value
+        events, edits = self.events, self.record.edits
+        for offset, message in enumerate(new):
+            seq = message.seq
+            event = events[seq - 1].event if 0 < seq <= len(events) else None
+            self.index.add(done + offset, message, event, edits)
+
     def _result_view(self, stored: StoredEvent, event: ToolResult, setup: ViewSetup) -> StoredEvent:
-        """The result as the view shows it: folded, trimmed, offloaded or whole."""
+        """The result as the view shows it: folded, trimmed, as a preview or whole."""
         seq = stored.seq
         edits = self.record.edits
         later = edits.folded.get(seq)
         if later is not None:
             content = fold_reference(event.name or "the tool", later)
             return replace(stored, event=replace(event, content=content))
-        trimmed = seq in edits.trimmed
-        limit = setup.options.offload_limit
-        offload = limit > 0 and len(event.content) > limit
-        if not (trimmed or offload):
+        if seq in edits.trimmed:
+            (tokens,) = self.count_texts([event.content], setup)
+            handle = self._handle(seq, event.content)
+            form = trimmed if seq in edits.short else preview
+            return replace(stored, event=replace(event, content=form(event.content, handle, tokens=tokens)))
+        limit = setup.options.fresh_limit
+        if not (limit > 0 and len(event.content) > limit):
             return stored
         (tokens,) = self.count_texts([event.content], setup)
-        if not trimmed and tokens <= limit:
+        if tokens <= limit:
             return stored
-        handle = self.handles.get(seq)
-        if handle is None:
-            handle = self.handles[seq] = text_ref(event.content)
-            self.new_blobs[handle] = event.content
+        self.previews.add(seq)
+        handle = self._handle(seq, event.content)
         return replace(
             stored, event=replace(event, content=preview(event.content, handle, tokens=tokens))
         )
 
+    def _handle(self, seq: int, content: str) -> str:
+        handle = self.handles.get(seq)
+        if handle is None:
+            handle = self.handles[seq] = text_ref(content)
+            self.new_blobs[handle] = content
+        return handle
 
-def _stamped(stored: StoredEvent, zone: str) -> StoredEvent:
-    """Seed 001's side-channel time stamp on user messages and tool results.
+    # --- edits in place -------------------------------------------------------------
 
-    It comes from the append time, which never changes, so it never breaks the cache.
-    """
-    ev = stored.event
-    stamp = side_channel_stamp(stored.at, zone)
-    if isinstance(ev, UserMessage):
-        return replace(stored, event=replace(ev, text=f"{stamp} {ev.text}"))
-    if isinstance(ev, ToolResult):
-        return replace(stored, event=replace(ev, content=f"{stamp} {ev.content}"))
-    return stored
+    def _patch(
+        self, reductions: Sequence[Reduction], events: Sequence[StoredEvent], setup: ViewSetup
+    ) -> bool:
+        """Apply folds and trims to the frozen messages they touch; False when the view
+        must render again instead (a compaction, or an edit of a message not frozen)."""
+        seqs: list[int] = []
+        for reduction in reductions:
+            if reduction.action == "compact":
+                return False
+            seqs.extend(reduction.seqs if reduction.action == "trim" else map(int, reduction.refs))
+        where = self.index.seq_index
+        if any(seq not in where or where[seq] >= len(self.frozen_tokens) for seq in seqs):
+            return False
+        frozen = list(self.builder.frozen)
+        changed: dict[int, NeutralMessage] = {}
+        escape = self.builder.escape
+        for seq in seqs:
+            i = where[seq]
+            old = frozen[i]
+            if old.seq != seq:
+                return False
+            shown = self._view_event(events[seq - 1], setup).event
+            if isinstance(shown, ToolResult) and old.role == "tool":
+                new = replace(old, text=escape(shown.content))
+            elif isinstance(shown, AssistantMessage) and old.role == "assistant":
+                calls = tuple(
+                    replace(c, arguments=escape_json(s.arguments, escape))
+                    for c, s in zip(old.tool_calls, shown.tool_calls, strict=True)
+                )
+                new = replace(old, text=escape(shown.text), tool_calls=calls)
+            else:
+                return False
+            frozen[i] = changed[i] = new
+        self.builder.frozen = frozen
+        counts = self.count_texts([message_text(m) for m in changed.values()], setup)
+        tokens = list(self.frozen_tokens)
+        for i, n in zip(changed, counts, strict=True):
+            tokens[i] = n + FRAMING_TOKENS
+        first = min(changed)
+        self.frozen_tokens = tokens
+        self.frozen_prefix_sum = [
+            *self.frozen_prefix_sum[:first],
+            *accumulate(tokens[first:], initial=self.frozen_prefix_sum[first]),
+        ]
+        self.openai.patch(frozen, sorted(changed))
+        self.anthropic.patch(frozen, sorted(changed))
+        self.index.edited(seqs, self.record.edits)
+        self.generation += 1
+        return True

@@ -17,35 +17,36 @@ callable ``(events, max_tokens, counter) -> str``; its text is escaped like tool
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
+from typing import overload
 
 from ctxline.record.events import (
     AssistantMessage,
-    Notification,
     Reduction,
     Rule,
     State,
     StoredEvent,
     ToolCall,
-    ToolResult,
     UserMessage,
 )
-from ctxline.render.openai import arguments_text
 from ctxline.sources.base import Block
 from ctxline.sources.guide import MessageKind
 from ctxline.sources.rules import rule_block, rule_in_force
 from ctxline.sources.state import state_block
 from ctxline.tags import element, escape, one_line, quote_name
 from ctxline.tokens.counters import TokenCounter
-from ctxline.view.edits import groups as _groups
 from ctxline.view.measure import ViewMessage
+from ctxline.view.summary import SummaryLines, extractive_summary
 
 __all__ = [
     "COMPACTION_KINDS",
+    "SpanFold",
     "Summarizer",
+    "SummaryLines",
     "compaction_block",
     "extractive_summary",
     "plan_compaction",
@@ -71,83 +72,22 @@ COMPACTION_KINDS = (
     ),
 )
 
+SNAPSHOT_EVERY = 64
+"""Events between two snapshots of a :class:`SpanFold`."""
 _FILE_KEYS = ("path", "file_path", "filename", "file", "notebook_path")
 _FILE_IN_TEXT = re.compile(
     r"(?<![\w/.-])((?:[\w.-]+/)*[\w-]+\.(?:py|js|ts|tsx|jsx|go|rs|java|c|h|cpp|md|txt|json|yaml|yml|toml|cfg|ini|sh|rb|ex|exs|html|css))\b"
 )
 
 
-def _clip(text: str, width: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
-def _line(ev: StoredEvent, calls: dict[str, ToolCall]) -> str | None:
-    e = ev.event
-    if isinstance(e, UserMessage):
-        return f"[{ev.seq}] user: {_clip(e.text, 300)}"
-    if isinstance(e, AssistantMessage) and e.text.strip():
-        return f"[{ev.seq}] assistant: {_clip(e.text, 200)}"
-    if isinstance(e, ToolResult):
-        call = calls.get(e.call_id)
-        name = call.name if call is not None else (e.name or "tool")
-        args = _clip(arguments_text(call.arguments), 120) if call is not None else ""
-        status = "error" if e.is_error else "ok"
-        first = next((line for line in e.content.splitlines() if line.strip()), "")
-        return f"[{ev.seq}] {quote_name(name)}({args}) → {status}: {_clip(first, 120)}"
-    if isinstance(e, Notification):
-        return f"[{ev.seq}] notification from {quote_name(e.source)}: {_clip(e.text, 160)}"
-    return None
-
-
-def extractive_summary(
-    events: Sequence[StoredEvent], max_tokens: int, counter: TokenCounter
-) -> str:
-    """A deterministic line-per-step digest of ``events``, kept within ``max_tokens``.
-
-    When it is too long the oldest lines go first (a marker says how many). Lines are
-    made newest first and only until the budget is spent, so the cost of a compaction
-    does not grow with the length of the record beyond one cheap pass.
-    """
-    calls: dict[str, ToolCall] = {}
-    for ev in events:
-        if isinstance(ev.event, AssistantMessage):
-            for call in ev.event.tool_calls:
-                calls[call.id] = call
-    head = f"Summary of record seq 1–{events[-1].seq if events else 0} (extractive, made by ctxline from the record):"
-    budget = max_tokens - counter.count(head) - 16
-    kept: list[str] = []
-    used = 0
-    index = len(events) - 1
-    while index >= 0:
-        line = _line(events[index], calls)
-        if line is not None:
-            cost = counter.count(line) + 1
-            if used + cost > budget:
-                break
-            kept.append(line)
-            used += cost
-        index -= 1
-    kept.reverse()
-    if index < 0:
-        return "\n".join([head, *kept])
-    omitted = sum(1 for ev in events[: index + 1] if _line_kind(ev))
-    return "\n".join([head, f"… {omitted:,} earlier steps omitted …", *kept])
-
-
-def _line_kind(ev: StoredEvent) -> bool:
-    """Whether :func:`_line` gives a line for ``ev`` (without making it)."""
-    e = ev.event
-    return isinstance(e, UserMessage | ToolResult | Notification) or (
-        isinstance(e, AssistantMessage) and bool(e.text.strip())
-    )
-
-
 class SpanFold:
     """Running facts about the record up to a seq: tools used, files touched, rules, state.
 
     A compaction's digest and re-affirmation describe everything up to its cut; folding
-    the record once, forward, keeps each new compaction O(new events).
+    the record once, forward, keeps each new compaction O(new events). It may be folded
+    ahead of a cut (a step does it before a compaction is needed): a snapshot every
+    :data:`SNAPSHOT_EVERY` events lets it go back to any cut with at most that many
+    events to fold again.
     """
 
     def __init__(self) -> None:
@@ -160,11 +100,28 @@ class SpanFold:
         self.files: dict[str, None] = {}
         self.rules: dict[tuple[str, str], Rule] = {}
         self.state: dict[str, State] = {}
+        self.snapshots: list[tuple[int, str, Counter[str], dict[str, None], dict[tuple[str, str], Rule], dict[str, State]]] = []
+
+    def _back_to(self, events: Sequence[StoredEvent], upto: int) -> None:
+        """The latest snapshot at or before ``upto`` of this record (or the start)."""
+        snapshots = self.snapshots
+        for i in range(len(snapshots) - 1, -1, -1):
+            at, last, tools, files, rules, state = snapshots[i]
+            if at > len(events) or events[at - 1].id != last:
+                del snapshots[i:]  # another record from here on
+            elif at <= upto:
+                self.upto, self.last_id = at, last
+                self.tools, self.files = Counter(tools), dict(files)
+                self.rules, self.state = dict(rules), dict(state)
+                return
+        self._reset()
+        self.snapshots = snapshots
 
     def advance(self, events: Sequence[StoredEvent], upto: int) -> SpanFold:
-        """Fold ``events`` up to seq ``upto`` (starting over if they are another record)."""
+        """Fold ``events`` up to seq ``upto`` (going back to a snapshot when ``upto`` is
+        behind, starting over when they are another record)."""
         if upto < self.upto or (self.upto and events[self.upto - 1].id != self.last_id):
-            self._reset()
+            self._back_to(events, upto)
         for ev in events[self.upto : upto]:
             e = ev.event
             if isinstance(e, AssistantMessage):
@@ -180,6 +137,10 @@ class SpanFold:
                     self.state.pop(e.source, None)
                 else:
                     self.state[e.source] = e
+            if ev.seq % SNAPSHOT_EVERY == 0 and (not self.snapshots or self.snapshots[-1][0] < ev.seq):
+                self.snapshots.append(
+                    (ev.seq, ev.id, Counter(self.tools), dict(self.files), dict(self.rules), dict(self.state))
+                )
         if upto > self.upto:
             self.upto, self.last_id = upto, events[upto - 1].id
         return self
@@ -253,6 +214,37 @@ def compaction_block(
     return "\n".join(blocks)
 
 
+class _Span(Sequence[StoredEvent]):
+    """The events up to a cut but those kept verbatim, without copying the record."""
+
+    def __init__(self, events: Sequence[StoredEvent], upto: int, keep: Sequence[int]) -> None:
+        self.events, self.keep = events, sorted(k for k in keep if k <= upto)
+        self.size = upto - len(self.keep)
+
+    def __len__(self) -> int:
+        return self.size
+
+    def _seq(self, index: int) -> int:
+        seq = index + 1
+        for kept in self.keep:  # a handful: the task and a few later requirements
+            if kept <= seq:
+                seq += 1
+        return seq
+
+    @overload
+    def __getitem__(self, index: int) -> StoredEvent: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[StoredEvent]: ...
+    def __getitem__(self, index: int | slice) -> StoredEvent | Sequence[StoredEvent]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(self.size))]
+        if index < 0:
+            index += self.size
+        if not 0 <= index < self.size:
+            raise IndexError(index)
+        return self.events[self._seq(index) - 1]
+
+
 def plan_compaction(
     view: Sequence[ViewMessage],
     events: Sequence[StoredEvent],
@@ -265,14 +257,26 @@ def plan_compaction(
     summarizer: Summarizer = extractive_summary,
     keep_users: bool = True,
     ceiling: int | None = None,
+    users: Sequence[int] | None = None,
+    lines: SummaryLines | None = None,
+    prefix: Sequence[int] | None = None,
+    estimate: bool = False,
 ) -> Reduction | None:
     """The compaction that brings the view under ``target``, or None if there is no span to cut.
 
     ``fixed_tokens`` is what the request costs outside history (tools, system, tail).
     With ``keep_users=False`` only the original task stays verbatim (the last resort
-    before :class:`~ctxline.errors.ContextOverflow`). The most recent group is kept
-    whenever it fits under ``ceiling`` (default ``target``), so the model never wakes up
-    from a compaction without its last step.
+    before :class:`~ctxline.errors.ContextOverflow`). The most recent group is never
+    summarized (the model never wakes up from a compaction without its last step, nor
+    with its newest results folded into a summary), whatever its size; the groups before
+    it are kept while they fit the recent budget. (``ceiling`` once capped the newest
+    group; it is accepted and no longer used.)
+
+    The work is O(what is kept): groups are found from the end, and the step's caches
+    can give the view indexes of the user messages (``users``), the default summary's
+    lines (``lines``) and the view's token prefix sums (``prefix``). With ``estimate``
+    the summarizer is not called (it may be a model): the summary is empty and counted
+    at its budget, which is what the ladder needs to weigh a compaction against trims.
     """
     task_seq = next((ev.seq for ev in events if isinstance(ev.event, UserMessage)), None)
     task_tokens = next((vm.tokens for vm in view if task_seq and vm.message.seq == task_seq), 0)
@@ -280,47 +284,76 @@ def plan_compaction(
     reserve = fixed_tokens + task_tokens + budget_summary + 200  # digest and re-affirmation
     user_budget = target // 4 if keep_users else 0
     recent_budget = target - reserve - user_budget // 2
-    groups = _groups(view)
     kept_from = len(view)
     used = 0
-    for index, (start, end) in enumerate(reversed(groups)):
-        cost = sum(vm.tokens for vm in view[start:end])
+    for number, (start, end) in enumerate(_groups_from_end(view)):
         first = view[start].message
-        budget = recent_budget
-        if index == 0:  # the last group may use the room up to the ceiling
-            budget = max(recent_budget, (ceiling or target) - reserve)
-        if first.seq <= previous_upto or used + cost > budget:
+        if number > 0 and first.seq <= previous_upto:
+            break  # older than the last cut, or ctxline's own block
+        cost = sum(vm.tokens for vm in view[start:end])
+        if number > 0 and used + cost > recent_budget:
             break
         used += cost
         kept_from = start
     # the cut falls before the first kept message (or after everything)
-    upto = view[kept_from].message.seq - 1 if kept_from < len(view) else events[-1].seq
+    first_kept = next((vm.message.seq for vm in view[kept_from:] if vm.message.seq), None)
+    upto = first_kept - 1 if first_kept is not None else (events[-1].seq if events else 0)
     if upto <= previous_upto or (task_seq is not None and upto < task_seq):
         return None
     keep: list[int] = []
     if task_seq is not None:
         keep.append(task_seq)
     spent = 0
-    for vm in reversed(view[:kept_from]):
+    user_at = users if users is not None else [
+        i for i, vm in enumerate(view[:kept_from]) if _is_user(vm, events)
+    ]
+    for i in reversed(user_at[: bisect.bisect_left(user_at, kept_from)]):
+        vm = view[i]
         seq = vm.message.seq
-        event = events[seq - 1].event if seq else None
-        if isinstance(event, UserMessage) and seq != task_seq and seq <= upto:
+        if seq != task_seq and seq <= upto and _is_user(vm, events):
             if spent + vm.tokens > user_budget:
                 break
             keep.append(seq)
             spent += vm.tokens
     keep.sort()
-    span = [ev for ev in events[:upto] if ev.seq not in keep]
-    summary = summarizer(span, budget_summary, counter)
-    removed = sum(vm.tokens for vm in view[:kept_from] if vm.message.seq not in keep)
+    if estimate:
+        summary, made = "", budget_summary
+    elif summarizer is extractive_summary and lines is not None:
+        summary = lines.summary(events, upto, keep, budget_summary, counter)
+        made = lines.tokens  # from its lines' counts: not counted again
+    else:
+        summary = summarizer(_Span(events, upto, keep), budget_summary, counter)
+        made = counter.count(summary)
+    if prefix is not None and kept_from < len(prefix):
+        before = prefix[kept_from]
+    else:
+        before = sum(vm.tokens for vm in view[:kept_from])
+    kept_tokens = sum(view[i].tokens for i in user_at if i < kept_from and view[i].message.seq in keep)
+    removed = before - kept_tokens
     return Reduction(
         "compact",
         upto_seq=upto,
         keep=tuple(keep),
         summary=summary,
-        saved_tokens=max(0, removed - counter.count(summary) - 200),
+        saved_tokens=max(0, removed - made - 200),
         meta={
             "summarizer": getattr(summarizer, "__name__", "custom"),
             "kept_recent_tokens": used,
         },
     )
+
+
+def _is_user(vm: ViewMessage, events: Sequence[StoredEvent]) -> bool:
+    seq = vm.message.seq
+    return vm.message.role == "user" and 0 < seq <= len(events) and isinstance(events[seq - 1].event, UserMessage)
+
+
+def _groups_from_end(view: Sequence[ViewMessage]) -> Iterator[tuple[int, int]]:
+    """(start, end) of the view's groups, newest first, without walking the older ones."""
+    end = len(view)
+    while end > 0:
+        start = end - 1
+        while start > 0 and view[start].message.role == "tool":
+            start -= 1
+        yield start, end
+        end = start

@@ -2,25 +2,55 @@
 
 :class:`ViewEdits` is the fold of a timeline's ``reduction`` events: which results are
 trimmed to a preview, which are folded into a reference to a later identical one, and
-the compaction in force. :func:`preview` and :func:`fold_reference` are the texts the
-model reads in their place; :func:`groups` cuts a view into assistant groups (an
-assistant message and all its results), the unit nothing may split.
+the compaction in force. :func:`preview` (an output too large for the view: head and
+tail lines), :func:`trimmed` (an older output the model has already read: a short stub),
+:func:`elide_arguments` (the long texts of an older call's arguments) and
+:func:`fold_reference` are the texts the model reads in their place, each with the
+handle ``read_result`` pages the saved text back from; :func:`groups` cuts a view into
+assistant groups (an assistant message and all its results), the unit nothing may split.
+
+A ``trim`` reduction whose ``meta["form"]`` is ``"short"`` shows its results as
+:func:`trimmed` stubs and its assistant messages with elided arguments; without it (the
+form before this one), as :func:`preview`.
 
     >>> fold_reference("ls", 12)
     '[same output as the later call to ls with the same arguments (record seq 12); it is shown there]'
+    >>> trimmed("a\\nb\\nc", "sha256:ab", tokens=3).splitlines()[0]
+    '[older output trimmed: 5 characters, 3 lines, ~3 tokens; read_result(handle="sha256:ab", page=1) returns it whole]'
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import assert_never
 
-from ctxline.record.events import Reduction
+from ctxline.record.blobs import blob_ref
+from ctxline.record.events import JsonValue, Reduction
 from ctxline.view.measure import ViewMessage
 
-__all__ = ["ViewEdits", "fold_reference", "groups", "preview", "protected_recent"]
+__all__ = [
+    "ARGUMENT_MIN_CHARS",
+    "SHORT",
+    "TEXT",
+    "ViewEdits",
+    "elide_arguments",
+    "fold_reference",
+    "groups",
+    "iter_lines",
+    "preview",
+    "protected_recent",
+    "trimmed",
+]
+
+SHORT = "short"
+"""``meta["form"]`` of a trim shown as :func:`trimmed` stubs and elided arguments."""
+TEXT = "text"
+"""``meta["form"]`` of a trim of assistant messages whose text shows as a :func:`preview`
+(the last resort when the newest group alone does not fit)."""
+ARGUMENT_MIN_CHARS = 800
+"""A string in an older call's arguments is elided only from this length on (~200 tokens)."""
 
 
 @dataclass
@@ -30,15 +60,30 @@ class ViewEdits:
     trimmed: set[int]
     folded: dict[int, int]
     compact: Reduction | None = None
+    short: set[int] = field(default_factory=set)
+    """Trimmed seqs shown in the short form (:data:`SHORT`)."""
+    texts: set[int] = field(default_factory=set)
+    """Assistant seqs whose text shows as a preview (:data:`TEXT`)."""
+    version: int = 0
+    """How many reductions were applied (what caches keyed on the edits compare)."""
 
     @classmethod
     def empty(cls) -> ViewEdits:
         return cls(set(), {})
 
     def apply(self, reduction: Reduction) -> None:
+        self.version += 1
         match reduction.action:
             case "trim":
+                form = reduction.meta.get("form")
+                if form == TEXT:
+                    self.texts.update(reduction.seqs)
+                    return
                 self.trimmed.update(reduction.seqs)
+                if form == SHORT:
+                    self.short.update(reduction.seqs)
+                else:
+                    self.short.difference_update(reduction.seqs)
             case "fold":
                 self.folded.update({int(k): v for k, v in reduction.refs.items()})
             case "compact":
@@ -56,6 +101,16 @@ HUGE_CHARS = 8_000_000
 
 # the boundaries str.splitlines() splits at
 _BREAK = re.compile("\r\n|[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+
+
+def iter_lines(text: str) -> Iterator[str]:
+    """``text.splitlines()``, one line at a time (a huge output is never split whole)."""
+    start = 0
+    for match in _BREAK.finditer(text):
+        yield text[start : match.start()]
+        start = match.end()
+    if start < len(text):
+        yield text[start:]
 
 
 def _huge_lines(content: str, keep: int, tail: int, width: int) -> tuple[int, list[str], list[str]]:
@@ -91,6 +146,7 @@ def preview(
     head_lines: int = 12,
     tail_lines: int = 6,
     width: int = 240,
+    noun: str = "output",
 ) -> str:
     """A short stand-in for a long output: size, handle, first and last lines."""
     if len(content) > HUGE_CHARS:
@@ -103,7 +159,7 @@ def preview(
         return line if len(line) <= width else line[: width - 1] + "…"
 
     intro = (
-        f"[output shown as a preview: {len(content):,} characters, {count:,} lines,"
+        f"[{noun} shown as a preview: {len(content):,} characters, {count:,} lines,"
         f" ~{tokens:,} tokens. The full output is saved; read it with"
         f' read_result(handle="{handle}", page=1).]'
     )
@@ -121,6 +177,56 @@ def preview(
             *(cut(line) for line in last),
         ]
     )
+
+
+def trimmed(content: str, handle: str, *, tokens: int, width: int = 160) -> str:
+    """The stub of an older output: its size, its handle, its first and last line."""
+    if len(content) > HUGE_CHARS:
+        count, first, last = _huge_lines(content, 1, 1, width)
+    else:
+        lines = content.splitlines()
+        count, first, last = len(lines), lines[:1], lines[-1:]
+    intro = (
+        f"[older output trimmed: {len(content):,} characters, {count:,} lines,"
+        f' ~{tokens:,} tokens; read_result(handle="{handle}", page=1) returns it whole]'
+    )
+
+    def cut(line: str) -> str:
+        return line if len(line) <= width else line[: width - 1] + "…"
+
+    shown = [line for line in (first + last if count > 1 else first) if line.strip()]
+    return "\n".join([intro, *(cut(line) for line in shown)])
+
+
+def elide_arguments(
+    arguments: JsonValue, min_chars: int = ARGUMENT_MIN_CHARS
+) -> tuple[JsonValue, dict[str, str]]:
+    """``arguments`` with every string of ``min_chars`` or more replaced by a stub.
+
+    Returns the new arguments and the elided texts by handle (for the blob store). Keys,
+    numbers and short strings stay as they were, so the call still reads as the call it
+    was (a file write keeps its path, an edit its file name).
+
+    >>> args, texts = elide_arguments({"path": "a.py", "content": "x" * 900})
+    >>> args["path"], args["content"][:40]
+    ('a.py', '[900 characters elided; read_result(hand')
+    """
+    texts: dict[str, str] = {}
+
+    def walk(value: JsonValue) -> JsonValue:
+        if isinstance(value, str):
+            if len(value) < min_chars:
+                return value
+            handle = blob_ref(value.encode())
+            texts[handle] = value
+            return f'[{len(value):,} characters elided; read_result(handle="{handle}", page=1) returns them]'
+        if isinstance(value, dict):
+            return {k: walk(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [walk(v) for v in value]
+        return value
+
+    return walk(arguments), texts
 
 
 def fold_reference(name: str, later_seq: int) -> str:

@@ -1,44 +1,56 @@
-"""The reduction ladder: what to change in the view when a request nears its limit.
+"""The reduction ladder: what to change in the view, and when, priced by the cache.
 
-Seed 003 and DESIGN §6. Over the pressure line (default 0.8 × input limit) the rungs
-run in order, each re-measuring the whole request, until it is under the target
-(default 0.6 — the gap is the hysteresis that lets the following steps append again
-and keep the prefix cached):
+Seed 003 and DESIGN §6, with seed 001's cost model applied to the whole view
+(docs/budget.md, :mod:`ctxline.view.budget`). Each step:
 
-1. :func:`fold_duplicates` — same tool, same canonical arguments, same full content:
-   earlier copies become a reference to the latest one;
-2. :func:`drop_dynamic` — optional tail items, lowest priority first;
-3. :func:`drop_tools` — optional (discovered, unused) tool schemas;
-4. :func:`trim_outputs` — older, completed, successful results become a preview and a
-   handle (errors and the recent groups are kept). When trimming alone cannot reach the
-   goal, the trims wait for the compaction, which hides most of them anyway;
-5. :func:`compact` — the oldest span becomes a summary, a digest and a re-affirmation.
+- **under the pressure line** (0.8 × input limit), the lossless edits — fold a
+  duplicate, trim an older output to a stub, offload a large one to a preview, elide the
+  long texts of an older call — are made only when they pay: their expected saving over
+  the coming steps beats ``edit_gain`` times re-sending the whole request. So they come
+  in few, large batches, each at the cut that saves most;
+- **over the pressure line**, the view waits while waiting is cheaper than reducing
+  (ski rental), and always reduces over the input limit. Then the rungs run in order,
+  each re-measuring the whole request, until it is under the target (0.6 — the
+  hysteresis that lets the following steps append again):
+
+  1. :func:`fold_duplicates` — same tool, same arguments, same content;
+  2. :func:`drop_dynamic` — optional tail items, lowest priority first;
+  3. :func:`drop_tools` — optional (discovered, unused) tool schemas;
+  4. :func:`trim_outputs` — the cut of trims and offloads that reaches the target at
+     the least cost, unless a compaction buys room more cheaply (or trims alone cannot
+     reach it): then they wait for the compaction;
+  5. :func:`compact` — the oldest span becomes a summary, a digest and a
+     re-affirmation; the edits after its cut ride along (the cache breaks there anyway).
 
 A rung is a plain callable ``(reducer, goal) -> bool``; the list is configurable. If the
-request is still over the input limit, the ladder runs once more as a last resort
-(goal 0.95 × limit, no recent groups protected, compaction keeps only the task). Edits
-are :class:`~ctxline.record.events.Reduction` events, so the record is never changed and
+request is still over the input limit, the ladder runs once more as a last resort (goal
+0.95 × limit, no recent groups protected, compaction keeps only the task and the newest
+group), and then shows the newest results as previews. Edits are
+:class:`~ctxline.record.events.Reduction` events, so the record is never changed and
 every request can be rebuilt. Never removed: the persona and guide, the original task,
-required tail items, forced tools, the call/result pairing.
+required tail items, forced tools, the call/result pairing, the newest group.
 
     run_ladder(reducer, DEFAULT_RUNGS, LadderConfig())
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Protocol
+from collections.abc import Sequence
 
 from ctxline.errors import CompactionError, ContextOverflow
-from ctxline.record.codec import canonical_json
-from ctxline.record.events import Reduction, StoredEvent, ToolResult, UserMessage
-from ctxline.tokens.counters import TokenCounter
-from ctxline.view.compaction import Summarizer, plan_compaction
-from ctxline.view.edits import ViewEdits, fold_reference, preview, protected_recent
-from ctxline.view.measure import FRAMING_TOKENS, ViewMessage
-from ctxline.view.options import PrepareOptions
-from ctxline.view.report import Action, TokenSections
+from ctxline.record.events import Reduction, StoredEvent, UserMessage
+from ctxline.view.budget import (
+    EditPlan,
+    edit_reductions,
+    plan_edits,
+    room_price,
+    should_wait,
+)
+from ctxline.view.candidates import Candidate
+from ctxline.view.compaction import plan_compaction
+from ctxline.view.measure import ViewMessage
+from ctxline.view.reducer import Goal, LadderConfig, Reducer, Rung
+from ctxline.view.report import Action, CostReport
 
 __all__ = [
     "DEFAULT_RUNGS",
@@ -55,133 +67,13 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class LadderConfig:
-    """The ladder's constants (every one of them named here, none in the code)."""
-
-    last_resort_goal: float = 0.95
-    """Second pass: folds and trims aim at this share of the input limit."""
-    last_resort_compact_target: float = 0.9
-    """Second pass: the compaction reduces to this share and keeps only the task."""
-    last_resort_summary_share: float = 0.25
-    """Second pass: the summary gets this share of ``summary_tokens``."""
-    trim_min_saving: int = 32
-    """A result is trimmed only if its preview saves more tokens than this."""
-
-
-@dataclass(frozen=True, slots=True)
-class Goal:
-    """Where a pass of the ladder stops, and how hard it may cut."""
-
-    tokens: int
-    """Stop as soon as the request is at or under this."""
-    trigger: int
-    """Compaction runs only when the cheaper rungs cannot get under this."""
-    keep_groups: int
-    last_resort: bool = False
-
-
-class Reducer(Protocol):
-    """The step being reduced, as the rungs see it."""
-
-    @property
-    def total(self) -> int: ...
-
-    @property
-    def tokens(self) -> TokenSections: ...
-
-    @property
-    def options(self) -> PrepareOptions: ...
-
-    @property
-    def counter(self) -> TokenCounter: ...
-
-    @property
-    def events(self) -> Sequence[StoredEvent]: ...
-
-    @property
-    def edits(self) -> ViewEdits: ...
-
-    @property
-    def summarizer(self) -> Summarizer: ...
-
-    @property
-    def config(self) -> LadderConfig: ...
-
-    def view(self) -> list[ViewMessage]:
-        """The history as it is now, message by message with its tokens."""
-        ...
-
-    def handle(self, seq: int) -> str:
-        """The blob handle of the result at ``seq``."""
-        ...
-
-    def optional_tail(self) -> list[tuple[str, int]]:
-        """(id, priority) of the optional tail items still shown."""
-        ...
-
-    def reduce(self, *reductions: Reduction) -> None:
-        """Record these view edits for this step and measure again."""
-        ...
-
-    def drop_tail(self, ids: Sequence[str]) -> None: ...
-
-    def optional_tools(self) -> list[tuple[str, int]]:
-        """(name, schema tokens) of the optional tool schemas still offered, least
-        needed first (never a forced or required tool)."""
-        ...
-
-    def drop_tools(self, names: Sequence[str]) -> None:
-        """Offer the tools without ``names`` from this request on, and measure again."""
-        ...
-
-    def note(self, action: Action) -> None:
-        """Report an action that changed nothing (a compaction that could not be made)."""
-        ...
-
-    deferred: list[Reduction]
-    """Trims that wait for the compaction (applied if it cannot be made)."""
-    failures: list[tuple[bool, str]]
-    """(in the last resort, why) of each compaction that could not be made."""
-
-
-Rung = Callable[[Reducer, Goal], bool]
-
-
 def fold_duplicates(r: Reducer, goal: Goal) -> bool:
     """Rung 1: earlier copies of an identical result refer to the latest one."""
-    view, events, edits = r.view(), r.events, r.edits
-    calls = {c.id: (c.name, canonical_json(c.arguments)) for vm in view for c in vm.message.tool_calls}
-    results = [
-        vm
-        for vm in view
-        if vm.message.role == "tool"
-        and vm.message.seq
-        and vm.message.seq not in edits.trimmed
-        and vm.message.seq not in edits.folded
-        and vm.message.call_id in calls
-        and isinstance(events[vm.message.seq - 1].event, ToolResult)
-    ]
-    latest: dict[tuple[str, bytes, str], int] = {}
-    for vm in results:
-        event = events[vm.message.seq - 1].event
-        assert isinstance(event, ToolResult)
-        latest[(*calls[vm.message.call_id], event.content)] = vm.message.seq
-    refs: dict[str, int] = {}
-    saved = 0
-    for vm in results:
-        event = events[vm.message.seq - 1].event
-        assert isinstance(event, ToolResult)
-        name, args = calls[vm.message.call_id]
-        later = latest[(name, args, event.content)]
-        if later != vm.message.seq:
-            ref_tokens = r.counter.count(fold_reference(name, later)) + FRAMING_TOKENS
-            if vm.tokens > ref_tokens:
-                refs[str(vm.message.seq)] = later
-                saved += vm.tokens - ref_tokens
-    if not refs:
+    folds = [c for c in r.candidates(goal) if c.kind == "fold"]
+    plan = plan_edits(folds, r.prefix, r.budget, total=r.total, pressure=r.options.pressure_line)
+    if plan is None or plan.gain <= 0:
         return False
-    r.reduce(Reduction("fold", refs=refs, saved_tokens=saved))
+    r.reduce(*edit_reductions(plan))
     return True
 
 
@@ -214,54 +106,59 @@ def drop_tools(r: Reducer, goal: Goal) -> bool:
 
 
 def trim_outputs(r: Reducer, goal: Goal) -> bool:
-    """Rung 4: older, completed, successful results become a preview and a handle."""
-    view, events, edits = r.view(), r.events, r.edits
-    protected = protected_recent(view, goal.keep_groups)
-    trimmed: list[int] = []
-    saved = 0
-    total = r.total
-    for i, vm in enumerate(view):
-        if total - saved <= goal.tokens:
-            break
-        seq = vm.message.seq
-        if (
-            vm.message.role != "tool"
-            or not seq
-            or i in protected
-            or vm.message.is_error
-            or seq in edits.trimmed
-            or seq in edits.folded
-        ):
-            continue
-        event = events[seq - 1].event
-        if not isinstance(event, ToolResult):
-            continue
-        short = r.counter.count(preview(event.content, r.handle(seq), tokens=vm.tokens))
-        if vm.tokens > short + FRAMING_TOKENS + r.config.trim_min_saving:
-            trimmed.append(seq)
-            saved += vm.tokens - short - FRAMING_TOKENS
-    if not trimmed:
+    """Rung 4: the cheapest cut of trims and offloads that gets the request under the goal.
+
+    When no cut gets under ``goal.trigger``, or a compaction buys a step of room for
+    less, the trims wait for the compaction (which hides most of them anyway).
+    """
+    cands = r.candidates(goal)
+    if not cands:
         return False
-    trim = Reduction("trim", seqs=tuple(trimmed), saved_tokens=saved)
-    if total - saved > goal.trigger:  # not enough: the compaction hides most of these
-        r.deferred[:] = [trim]
+    total, pressure, inputs = r.total, r.options.pressure_line, r.budget
+    plan = plan_edits(cands, r.prefix, inputs, total=total, pressure=pressure, need=total - goal.tokens)
+    if plan is None and total - sum(c.saved for c in cands) <= goal.trigger:
+        plan = plan_edits(cands, r.prefix, inputs, total=total, pressure=pressure, need=total - goal.trigger)
+    if plan is None:
+        best = plan_edits(cands, r.prefix, inputs, total=total, pressure=pressure)
+        r.deferred[:] = edit_reductions(best) if best is not None else []
         return False
-    r.reduce(trim)
+    if _compaction_is_cheaper(r, goal, plan):
+        r.deferred[:] = edit_reductions(plan)
+        return False
+    r.reduce(*edit_reductions(plan))
+    r.decide(plan.report("edits", inputs, 0))
     return True
+
+
+def _compaction_is_cheaper(r: Reducer, goal: Goal, plan: EditPlan) -> bool:
+    """Whether compacting buys a step of room for less than ``plan`` (docs/budget.md).
+
+    Without a ``compact`` rung the deferred trims are made at the end of the pass."""
+    try:
+        reduction = _plan(r, goal, estimate=True)
+    except CompactionError:
+        return False
+    if reduction is None or reduction.saved_tokens < r.options.min_compaction_saving * r.total:
+        return False
+    pricing, pressure, total = r.budget.pricing, r.options.pressure_line, r.total
+    after = total - reduction.saved_tokens
+    edits_price = room_price(max(0, plan.rewritten - plan.saved), pressure - (total - plan.saved), pricing)
+    return room_price(after, pressure - after, pricing) < edits_price
 
 
 def compact(r: Reducer, goal: Goal) -> bool:
     """Rung 5: the oldest span becomes a summary, a digest and a re-affirmation.
 
-    When it cannot be made (a summarizer error, too small a saving), nothing is written
-    for it: the deferred trims are applied instead and the failure is kept in
+    The edits after the cut are made with it (that part of the view is sent anew
+    anyway). When it cannot be made (a summarizer error, too small a saving), nothing is
+    written for it: the deferred trims are applied instead and the failure is kept in
     ``r.failures`` (reported when the request is sent; :class:`CompactionError` from
     :func:`run_ladder` when the last resort failed and the request still does not fit).
     """
     deferred, r.deferred[:] = list(r.deferred), []
     reduction: Reduction | None
     try:
-        reduction = _plan(r, r.view(), goal)
+        reduction = _plan(r, goal)
         total, minimum = r.total, r.options.min_compaction_saving
         if not goal.last_resort and reduction is not None and reduction.saved_tokens < minimum * total:
             raise CompactionError(
@@ -277,16 +174,23 @@ def compact(r: Reducer, goal: Goal) -> bool:
             r.reduce(*deferred)
             return True
         return False
+    inputs = r.budget
     r.reduce(reduction)
+    riders = r.candidates(goal)
+    if riders:
+        r.reduce(*edit_reductions(EditPlan(riders[0].index, tuple(riders), 0, 0, 0, 0)))
+    r.decide(CostReport("compact", inputs.pricing.alpha, inputs.pricing.write_premium, saved=reduction.saved_tokens))
     return True
 
 
-def _plan(r: Reducer, view: list[ViewMessage], goal: Goal) -> Reduction | None:
+def _plan(r: Reducer, goal: Goal, *, estimate: bool = False) -> Reduction | None:
     opts, cfg = r.options, r.config
     limit = opts.input_limit
     compact_in_force = r.edits.compact
-    history = sum(vm.tokens for vm in view)
+    view = r.view()
+    history = r.tokens.history
     last = goal.last_resort
+    users, lines, prefix = r.hints()
     try:
         return plan_compaction(
             view,
@@ -299,6 +203,10 @@ def _plan(r: Reducer, view: list[ViewMessage], goal: Goal) -> Reduction | None:
             summarizer=r.summarizer,
             keep_users=not last,
             ceiling=int(limit * (cfg.last_resort_compact_target if last else opts.target)),
+            users=users,
+            lines=lines,
+            prefix=prefix,
+            estimate=estimate,
         )
     except CompactionError:
         raise
@@ -309,9 +217,29 @@ def _plan(r: Reducer, view: list[ViewMessage], goal: Goal) -> Reduction | None:
 DEFAULT_RUNGS: tuple[Rung, ...] = (fold_duplicates, drop_dynamic, drop_tools, trim_outputs, compact)
 """DESIGN §6 order: fold, drop dynamic items, drop tool schemas, trim, compact."""
 
+def _edit_under_pressure(r: Reducer) -> None:
+    """Under the pressure line: the batch of lossless edits, if it pays enough."""
+    opts = r.options
+    if opts.edit_gain is None:
+        return
+    goal = Goal(opts.target_line, opts.target_line, opts.keep_groups)
+    cands = r.candidates(goal)
+    if not cands:
+        return
+    inputs, total = r.budget, r.total
+    plan = plan_edits(cands, r.prefix, inputs, total=total, pressure=opts.pressure_line)
+    if plan is None:
+        return
+    threshold = opts.edit_gain * inputs.pricing.write_premium * total
+    if plan.gain > 0 and plan.gain >= threshold:
+        r.reduce(*edit_reductions(plan))
+        r.decide(plan.report("edit", inputs, threshold))
+    else:
+        r.decide(plan.report("keep", inputs, threshold))
+
 
 def run_ladder(r: Reducer, rungs: Sequence[Rung], config: LadderConfig) -> None:
-    """Reduce the step until it is under the target; raise if it cannot fit the input limit.
+    """Reduce the step as the cost model says; raise if it cannot fit the input limit.
 
     A compaction that failed while the request still fits is reported as
     ``compact_failed``; :class:`ContextOverflow` names each section when protected
@@ -320,7 +248,13 @@ def run_ladder(r: Reducer, rungs: Sequence[Rung], config: LadderConfig) -> None:
     opts = r.options
     limit = opts.input_limit
     if r.total <= opts.pressure_line:
+        _edit_under_pressure(r)
         return
+    if opts.defer and r.total <= limit:
+        wait, report = should_wait(r.budget, total=r.total, target=opts.target_line)
+        r.decide(report)
+        if wait:
+            return
     passes = (
         Goal(opts.target_line, opts.target_line, opts.keep_groups),
         Goal(int(limit * config.last_resort_goal), limit, 0, last_resort=True),
@@ -332,6 +266,12 @@ def run_ladder(r: Reducer, rungs: Sequence[Rung], config: LadderConfig) -> None:
             if r.total <= goal.tokens:
                 break
             rung(r, goal)
+        if r.deferred:
+            deferred, r.deferred[:] = list(r.deferred), []
+            if r.total > goal.trigger:
+                r.reduce(*deferred)
+    if r.total > limit:
+        _preview_newest(r, Goal(limit, limit, 0, last_resort=True))
     if r.total <= limit:
         if r.failures:
             r.note(Action("compact_failed", reason=r.failures[-1][1]))
@@ -351,6 +291,21 @@ def run_ladder(r: Reducer, rungs: Sequence[Rung], config: LadderConfig) -> None:
             "tail": tokens.tail,
         },
     )
+
+
+def _preview_newest(r: Reducer, goal: Goal) -> None:
+    """Last of all: the newest results become previews, largest first, until it fits."""
+    cands = sorted(r.candidates(goal, fresh=True), key=lambda c: -c.saved)
+    chosen: list[Candidate] = []
+    saved = 0
+    for c in cands:
+        if r.total - saved <= goal.tokens:
+            break
+        chosen.append(c)
+        saved += c.saved
+    if chosen:
+        chosen.sort(key=lambda c: c.index)
+        r.reduce(*edit_reductions(EditPlan(chosen[0].index, tuple(chosen), saved, 0, 0, 0)))
 
 
 def task_tokens(view: Sequence[ViewMessage], events: Sequence[StoredEvent]) -> int:

@@ -19,8 +19,11 @@ from ctxline.record.events import JsonValue
 from ctxline.render.neutral import Provider
 from ctxline.sources.timectx import zone_info
 
-__all__ = ["PrepareOptions", "Provider", "StepInputs"]
+__all__ = ["FRESH_CAP", "PrepareOptions", "Provider", "StepInputs"]
 
+FRESH_CAP = 25_000
+"""The default fresh limit's ceiling: Claude Code's cap on one tool output (its
+``MAX_MCP_OUTPUT_TOKENS`` default), a size agents are built to read whole."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,9 +38,18 @@ class PrepareOptions:
     cache: bool = True
     """Anthropic: put cache_control breakpoints at the end of the prefix and of history."""
     offload_tokens: int | None = None
-    """A tool result over this many tokens shows as a preview and a handle (0: never;
-    None: 1,000, or a quarter of the input limit if that is less). Peers keep outputs of
-    5–10k characters (Letta, Pydantic AI Harness); 1,000 tokens is about 4k characters."""
+    """An *older* tool result over this many tokens becomes a preview and a handle at the
+    next reduction of the view (0: never; None: 1,000, or a quarter of the input limit if
+    that is less). Peers keep outputs of 5–10k characters (Letta, Pydantic AI Harness);
+    1,000 tokens is about 4k characters. The newest turn's results are whole up to
+    ``fresh_tokens``."""
+    fresh_tokens: int | None = None
+    """A tool result over this many tokens is shown as a preview from the start; under it,
+    the model sees the output it just asked for whole (0: every result over the offload
+    limit is a preview at once, the behaviour before there was a fresh limit; None: a
+    quarter of the input limit, at most 25,000 — Claude Code's own cap on one tool
+    output). A quarter keeps ``compact_target + fresh`` under ``target`` with the default
+    shares (0.3 + 0.25 < 0.6), so a compaction can always make room for the newest result."""
     compact_target: float = 0.3
     """Compaction, the last rung, reduces to this share of the input limit: it breaks the
     cache and summarizes, so when it has to run it buys a longer quiet period."""
@@ -52,6 +64,20 @@ class PrepareOptions:
     """The most recent assistant groups, whose results are never trimmed."""
     summary_tokens: int = 2_000
     """The most a compaction summary may take."""
+    cache_read: float | None = None
+    """Price of a cached input token as a share of a normal one (None: the model's price in
+    ``ctxline/data/pricing.json``, else the provider's default in :mod:`ctxline.cost`)."""
+    cache_write: float | None = None
+    """Price of an input token written to the cache, as a share of a normal one (1.25 for
+    Anthropic's 5-minute cache; None: from the model or the provider, as ``cache_read``)."""
+    edit_gain: float | None = 3.0
+    """Under the pressure line the view is edited (folds, trims) only when the edit is
+    expected to save, over the coming steps, at least this many times what re-sending the
+    whole request uncached costs (docs/budget.md: few, large edits; 1 makes them as soon
+    as they pay). None: never under the pressure line."""
+    defer: bool = True
+    """Over the pressure line (and under the input limit), wait while the extra cache reads
+    of waiting cost less than the reduction's rewrite (ski rental, docs/budget.md)."""
 
     def __post_init__(self) -> None:
         if self.provider not in ("openai", "anthropic"):
@@ -73,6 +99,16 @@ class PrepareOptions:
             zone_info(self.timestamps)
         if not 0 < self.compact_target <= self.target:
             raise ValidationError("need 0 < compact_target <= target", field="compact_target")
+        for name in ("offload_tokens", "fresh_tokens"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+                raise ValidationError(f"{name} must be a non-negative integer or None", field=name)
+        if self.cache_read is not None and not 0 <= self.cache_read <= 1:
+            raise ValidationError("cache_read must be within [0, 1]", field="cache_read")
+        if self.cache_write is not None and self.cache_write < 1:
+            raise ValidationError("cache_write must be >= 1", field="cache_write")
+        if self.edit_gain is not None and self.edit_gain < 0:
+            raise ValidationError("edit_gain must be >= 0 or None", field="edit_gain")
 
     @property
     def input_limit(self) -> int:
@@ -94,13 +130,25 @@ class PrepareOptions:
             return self.offload_tokens
         return min(1_000, self.input_limit // 4)
 
+    @property
+    def fresh_limit(self) -> int:
+        """A result over this many tokens is a preview from the start (see ``fresh_tokens``)."""
+        if self.fresh_tokens is not None:
+            return self.fresh_tokens or self.offload_limit
+        return min(FRESH_CAP, self.input_limit // 4)
+
     def to_json(self) -> dict[str, JsonValue]:
         return dict(_options_json(self))
 
     @classmethod
     def from_json(cls, data: Mapping[str, JsonValue]) -> PrepareOptions:
+        """Options from a logged header. A header from before the fresh limit (no
+        ``fresh_tokens``) showed every result over the offload limit as a preview at once:
+        ``fresh_tokens=0`` renders it that way again."""
         known = set(cls.__dataclass_fields__)
-        return cls(**{k: v for k, v in data.items() if k in known})
+        values = {k: v for k, v in data.items() if k in known}
+        values.setdefault("fresh_tokens", 0)
+        return cls(**values)
 
 
 @lru_cache(maxsize=64)

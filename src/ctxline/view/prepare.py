@@ -44,6 +44,7 @@ from ctxline.view.options import PrepareOptions, StepInputs
 from ctxline.view.report import (
     Action,
     Budget,
+    CostReport,
     FirstDifference,
     Pairing,
     PrefixReport,
@@ -124,6 +125,7 @@ def render_step(
     extra_actions: Sequence[Action] = (),
     upto_seq: int | None = None,
     remember: bool = True,
+    cost: CostReport | None = None,
 ) -> Preparation:
     """The request over what ``cache`` was fed, with ``inputs``.
 
@@ -132,10 +134,8 @@ def render_step(
     """
     options, counter = setup.options, setup.counter
     rec, builder = cache.record, cache.builder
+    cache.sync_frozen(setup)
     frozen = builder.frozen
-    for n in _count(cache, setup, frozen[len(cache.frozen_tokens) :]):
-        cache.frozen_tokens.append(n)
-        cache.frozen_prefix_sum.append(cache.frozen_prefix_sum[-1] + n)
     open_messages = builder.open_messages()
     tail_messages = [NeutralMessage("user", "\n".join(inputs.tail))] if inputs.tail else []
     live = [*open_messages, *tail_messages]
@@ -212,6 +212,7 @@ def render_step(
         guide_version=rec.guide.version if rec.guide is not None else None,
         status=status if isinstance(status, dict) else None,
         ids=ids,
+        cost=cost,
     )
     made = PreviousRequest(step, frozen, len(frozen), cache.generation, fingerprint, live, inputs.tail)
     if remember:

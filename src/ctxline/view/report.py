@@ -24,6 +24,7 @@ from ctxline.render.neutral import PairingReport
 __all__ = [
     "Action",
     "Budget",
+    "CostReport",
     "FirstDifference",
     "Pairing",
     "PrefixReport",
@@ -172,6 +173,44 @@ class Pairing:
 
 
 @dataclass(frozen=True, slots=True)
+class CostReport:
+    """What the budget's cost model decided at this step, and from what (docs/budget.md).
+
+    ``decision``: ``keep`` (an edit would not pay), ``edit`` (folds and trims under the
+    pressure line, because they pay), ``wait`` (over the pressure line, waiting is still
+    cheaper than reducing), ``reduce`` (over the line, reducing now), ``edits`` or
+    ``compact`` (what the reduction chose). ``alpha`` and ``write_premium`` price cached
+    reads and writes; ``steps`` is N, ``gain`` the expected saving in input-token units,
+    ``threshold`` what an edit under the line must beat; ``rent`` and ``buy`` the ski-rental
+    sums over the line.
+    """
+
+    decision: str
+    alpha: float
+    write_premium: float
+    steps: float = 0.0
+    gain: int = 0
+    threshold: int = 0
+    saved: int = 0
+    rewritten: int = 0
+    rent: int = 0
+    buy: int = 0
+    waited: int = 0
+
+    def to_json(self) -> dict[str, JsonValue]:
+        out: dict[str, JsonValue] = {
+            "decision": self.decision,
+            "alpha": self.alpha,
+            "write_premium": self.write_premium,
+        }
+        for name in ("steps", "gain", "threshold", "saved", "rewritten", "rent", "buy", "waited"):
+            value = getattr(self, name)
+            if value:
+                out[name] = value
+        return out
+
+
+@dataclass(frozen=True, slots=True)
 class Report(Mapping[str, JsonValue]):
     """The preparation report of one step (a mapping over :meth:`to_json` too)."""
 
@@ -189,6 +228,8 @@ class Report(Mapping[str, JsonValue]):
     ids: tuple[tuple[str, str], ...] = ()
     """``(view call id, id sent)`` for call ids the provider would not accept as they are
     (see :mod:`ctxline.render.ids`); in the JSON only when there is one."""
+    cost: CostReport | None = None
+    """The cost model's decision (absent when there was nothing to decide)."""
 
     def to_json(self) -> dict[str, JsonValue]:
         out: dict[str, JsonValue] = {
@@ -207,6 +248,8 @@ class Report(Mapping[str, JsonValue]):
             out["status"] = dict(self.status)
         if self.ids:
             out["ids"] = [list(pair) for pair in self.ids]
+        if self.cost is not None:
+            out["cost"] = self.cost.to_json()
         return out
 
     def __getitem__(self, key: str) -> JsonValue:

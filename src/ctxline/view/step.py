@@ -22,8 +22,9 @@ import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from functools import lru_cache
 
-from ctxline.record.blobs import text_ref
+from ctxline.cost import CachePricing, cache_pricing
 from ctxline.record.codec import canonical_json
 from ctxline.record.events import (
     Event,
@@ -33,20 +34,21 @@ from ctxline.record.events import (
     Reduction,
     RequestHeader,
     StoredEvent,
-    ToolResult,
     Tools,
 )
 from ctxline.render.neutral import ToolSpec
 from ctxline.sources.base import DynamicItem, StepContext, TailItem
 from ctxline.tokens.counters import TokenCounter, get_counter
+from ctxline.view.budget import BudgetInputs
 from ctxline.view.cache import Chain, ViewCache, ViewSetup
-from ctxline.view.compaction import Summarizer, extractive_summary
+from ctxline.view.candidates import Candidate
+from ctxline.view.compaction import Summarizer, SummaryLines, extractive_summary
 from ctxline.view.edits import ViewEdits
-from ctxline.view.ladder import DEFAULT_RUNGS, LadderConfig, Rung, run_ladder
-from ctxline.view.measure import ViewMessage
+from ctxline.view.ladder import DEFAULT_RUNGS, Goal, LadderConfig, Rung, run_ladder
+from ctxline.view.measure import LazyView
 from ctxline.view.options import PrepareOptions, StepInputs
-from ctxline.view.prepare import Preparation, render_step, view_messages
-from ctxline.view.report import Action, TokenSections
+from ctxline.view.prepare import Preparation, render_step
+from ctxline.view.report import Action, CostReport, TokenSections
 
 __all__ = ["StepPlan", "StepRequest", "StepSetup", "plan_step", "tool_json"]
 
@@ -111,13 +113,15 @@ class _Step:
         self.tail_items: list[TailItem] = []
         self.dropped: list[str] = []
         self.tools_dropped: tuple[str, ...] = ()
+        self.offered_json = b""
         self.notes: list[Action] = []
         self.deferred: list[Reduction] = []
         self.failures: list[tuple[bool, str]] = []
         self.system = ""
         self.meta: dict[str, JsonValue] = {}
         self.prep: Preparation | None = None
-        self.offered_json = b""
+        self.cost: CostReport | None = None
+        self._budget: BudgetInputs | None = None
         self._ids = 0
 
     # --- planning ---------------------------------------------------------------------
@@ -155,7 +159,12 @@ class _Step:
         if self.tools_dropped:
             extra.insert(0, Action("drop_tools", items=self.tools_dropped))
         self.prep = render_step(
-            self.cache, self.setup.view, self.inputs(), extra_actions=extra, remember=False
+            self.cache,
+            self.setup.view,
+            self.inputs(),
+            extra_actions=extra,
+            remember=False,
+            cost=self.cost,
         )
         return self.prep
 
@@ -194,13 +203,77 @@ class _Step:
     def config(self) -> LadderConfig:
         return self.setup.ladder
 
-    def view(self) -> list[ViewMessage]:
-        return view_messages(self.cache, self.setup.view)
+    def view(self) -> LazyView:
+        assert self.prep is not None
+        history = self.prep.history
+        return LazyView(history.frozen, history.frozen_tokens, history.open, history.open_tokens)
 
-    def handle(self, seq: int) -> str:
-        event = self.chain[seq - 1].event
-        assert isinstance(event, ToolResult)
-        return text_ref(event.content)
+    @property
+    def budget(self) -> BudgetInputs:
+        if self._budget is None:
+            self._budget = self._budget_inputs()
+        return self._budget
+
+    def _budget_inputs(self) -> BudgetInputs:
+        opts, budget = self.options, self.cache.record.budget
+        return BudgetInputs(
+            _pricing(opts.provider, opts.model, opts.cache_read, opts.cache_write),
+            self.cache.record.steps,
+            budget.growth_per_step,
+            budget.last_history,
+            budget.excess,
+            budget.waited,
+        )
+
+    def candidates(self, goal: Goal, *, fresh: bool = False) -> list[Candidate]:
+        cache, opts = self.cache, self.options
+        frozen = len(cache.frozen_tokens)
+        assert self.prep is not None
+        open_assistants = sum(1 for m in self.prep.history.open if m.role == "assistant")
+        index = cache.index
+        newest = index.keep_from(1, open_assistants, frozen)
+        keep_from = min(index.keep_from(goal.keep_groups, open_assistants, frozen), newest)
+        fresh_from = frozen if fresh else newest
+        return index.candidates(
+            cache.builder.frozen,
+            cache.frozen_tokens,
+            self.chain,
+            cache.record.edits,
+            self._count,
+            keep_from=keep_from,
+            fresh_from=fresh_from,
+            offload=opts.offload_limit if not fresh else min(opts.offload_limit, 1) or 1,
+            min_saving=self.config.trim_min_saving,
+            previews=cache.previews,
+        )
+
+    def _count(self, text: str) -> int:
+        if len(text) < 2_048:  # a stub or a reference: counting is cheaper than a lookup
+            return self.setup.view.counter.count(text)
+        return self.cache.count_texts([text], self.setup.view)[0]
+
+    def prefix(self, index: int) -> int:
+        sums = self.cache.frozen_prefix_sum
+        return sums[min(index, len(sums) - 1)]
+
+    def hints(self) -> tuple[Sequence[int] | None, SummaryLines | None, Sequence[int] | None]:
+        lines = self.cache.lines if self.setup.summarizer is extractive_summary else None
+        return self.cache.index.users, lines, self.cache.frozen_prefix_sum
+
+    def decide(self, report: CostReport) -> None:
+        """Keep the decision for the report (put in once, when the step is done)."""
+        self.cost = report
+
+    def finish(self) -> Preparation:
+        """The last rendering, with the cost decision in its report and header (nothing
+        in the body depends on it, so it is not rendered again)."""
+        prep = self.prep
+        assert prep is not None
+        if self.cost is not None and prep.report.cost is not self.cost:
+            new = replace(prep.report, cost=self.cost)
+            prep = replace(prep, report=new, header=replace(prep.header, report=new.to_json()))
+            self.prep = prep
+        return prep
 
     def optional_tail(self) -> list[tuple[str, int]]:
         return [(i.id, i.priority) for i in self.tail_items if not i.required and i.id not in self.dropped]
@@ -248,6 +321,11 @@ def _sha(data: bytes) -> str:
 def _cut_from(event: Tools | None, offered: bytes) -> bool:
     """Whether ``event`` is rung 3's cut of exactly the set offered now (it stays)."""
     return event is not None and event.meta.get("offered") == _sha(offered)
+
+
+@lru_cache(maxsize=64)
+def _pricing(provider: str, model: str, read: float | None, write: float | None) -> CachePricing:
+    return cache_pricing(provider, model, read=read, write=write)
 
 
 def _previous(record: Sequence[StoredEvent], setup: ViewSetup, cache: ViewCache) -> None:
@@ -310,12 +388,14 @@ def plan_step(
             step.meta[source.name] = dict(part.meta)
     step.render()
     run_ladder(step, setup.rungs, setup.ladder)
+    if step.total * 2 >= setup.view.options.pressure_line and record:
+        cache.lines.advance(record, len(record), setup.view.counter)  # ahead of a compaction
+        cache.span.advance(record, len(record))
     guide, adopted_guide = rec.guide, rec.adopted_guide
     adopted = (adopted_guide.version, adopted_guide.text) if adopted_guide is not None else None
     if guide is not None and adopted != (guide.version, guide.text):
         step.add(Guide(guide.version, guide.text))
-    prep = step.prep
-    assert prep is not None
+    prep = step.finish()
     header = replace(prep.header, upto_seq=step.head + len(step.planned))
     step.add(header)
     cache.previous = cache.candidate  # the next step compares with what this one sends
