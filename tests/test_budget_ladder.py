@@ -81,7 +81,8 @@ def test_no_edits_under_the_pressure_line_when_edit_gain_is_none() -> None:
 
 
 def test_over_the_pressure_line_it_waits_while_waiting_is_cheaper_then_reduces() -> None:
-    c = _ctx(context_window=20_000, max_output=2_000, edit_gain=None)
+    # results of 1,200 tokens, whole (a fresh limit above them): the view grows past the line
+    c = _ctx(context_window=20_000, max_output=2_000, edit_gain=None, fresh_tokens=4_500)
     c.append(UserMessage("dig"))
     reports = _run(c, [1_200] * 30)
     over = [r for r in reports if r["tokens"]["total"] > r["budget"]["pressure_line"] or "cost" in r]
@@ -94,7 +95,7 @@ def test_over_the_pressure_line_it_waits_while_waiting_is_cheaper_then_reduces()
     assert all(r["tokens"]["total"] <= r["budget"]["input_limit"] for r in reports)
     # the same record, a cold Context: the same decision at the next step
     c.append(*_turn(99, 50))
-    cold = _ctx(c.store, context_window=20_000, max_output=2_000, edit_gain=None)
+    cold = _ctx(c.store, context_window=20_000, max_output=2_000, edit_gain=None, fresh_tokens=4_500)
     assert cold.prepare(now=T0, log=False).report.to_json() == c.prepare(now=T0).report.to_json()
 
 

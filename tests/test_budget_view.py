@@ -20,7 +20,7 @@ from ctxline.record.store import MemoryStore
 from ctxline.replay import shows_whole
 from ctxline.tags import escape
 from ctxline.tokens.counters import get_counter
-from ctxline.view.options import FRESH_CAP, PrepareOptions
+from ctxline.view.options import FRESH_CAP, FRESH_MIN, PrepareOptions
 
 T0 = datetime(2026, 11, 2, 12, 0, tzinfo=UTC)
 BYTES = get_counter("bytes/4")
@@ -57,9 +57,13 @@ def _read_back(ctx: Context, handle: str) -> str:
         page += 1
 
 
-def test_the_fresh_limit_defaults_to_a_quarter_of_the_input_limit() -> None:
-    assert PrepareOptions(context_window=32_000, max_output=4_000).fresh_limit == 7_000
-    assert PrepareOptions(context_window=200_000, max_output=32_000).fresh_limit == FRESH_CAP
+def test_the_fresh_limit_defaults_to_5_percent_of_the_input_limit_within_bounds() -> None:
+    assert PrepareOptions(context_window=32_000, max_output=4_000).fresh_limit == 1_400
+    assert PrepareOptions(context_window=200_000, max_output=32_000).fresh_limit == 8_400
+    assert PrepareOptions(context_window=1_000_000, max_output=64_000).fresh_limit == FRESH_CAP
+    assert PrepareOptions(context_window=8_000, max_output=1_000).fresh_limit == FRESH_MIN  # the floor
+    # a tiny window: never more than a quarter of it, so a compaction can still make room
+    assert PrepareOptions(context_window=3_000, max_output=1_000).fresh_limit == 500
     assert PrepareOptions(fresh_tokens=3_000).fresh_limit == 3_000
     # 0, and a header logged before there was a fresh limit: the offload limit, as then
     assert PrepareOptions(fresh_tokens=0).fresh_limit == PrepareOptions().offload_limit
@@ -70,9 +74,10 @@ def test_the_fresh_limit_defaults_to_a_quarter_of_the_input_limit() -> None:
 
 def test_the_newest_result_is_whole_then_stays_so_without_breaking_the_cache() -> None:
     c = _ctx(context_window=32_000, max_output=4_000)
-    c.append(UserMessage("inspect the logs"), *_turn(1, 3_000))  # over the offload limit, under the fresh one
+    # over the offload limit (1,000), under the fresh one (1,400)
+    c.append(UserMessage("inspect the logs"), *_turn(1, 1_300))
     first = c.prepare(now=T0)
-    assert first.body["messages"][-1]["content"] == escape(_output(1, 3_000))
+    assert first.body["messages"][-1]["content"] == escape(_output(1, 1_300))
     c.append(*_turn(2, 100))
     second = c.prepare(now=T0 + timedelta(seconds=1))
     assert second.report["prefix"]["first_difference"] is None  # appended to, not rewritten
@@ -89,7 +94,7 @@ def test_a_result_over_the_fresh_limit_is_a_preview_from_the_start() -> None:
 
 
 def test_compaction_never_summarizes_the_newest_group() -> None:
-    c = _ctx(context_window=8_000, max_output=1_000)
+    c = _ctx(context_window=8_000, max_output=1_000, fresh_tokens=1_750)
     c.append(UserMessage("fix it"))
     for i in range(20):  # failed results are never trimmed: only a compaction makes room
         c.append(*_turn(i, 300, error=True))

@@ -77,7 +77,7 @@ def _free_id(store: Store, base: str) -> str:
     "--fresh-tokens",
     type=int,
     default=None,
-    help="The newest results are whole up to this many tokens (default: a quarter of the input limit, at most 25,000).",
+    help="The newest results are whole up to this many tokens (default: 5 % of the input limit, at least 1,000 and at most 25,000).",
 )
 @status_options(
     "off", "Add ctxline's status bar to every request (off: the recorded agent had none)."

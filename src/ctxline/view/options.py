@@ -19,8 +19,12 @@ from ctxline.record.events import JsonValue
 from ctxline.render.neutral import Provider
 from ctxline.sources.timectx import zone_info
 
-__all__ = ["FRESH_CAP", "PrepareOptions", "Provider", "StepInputs"]
+__all__ = ["FRESH_CAP", "FRESH_MIN", "FRESH_SHARE", "PrepareOptions", "Provider", "StepInputs"]
 
+FRESH_SHARE = 0.05
+"""The default fresh limit's share of the input limit."""
+FRESH_MIN = 1_000
+"""The default fresh limit's floor (never above a quarter of a tiny window)."""
 FRESH_CAP = 25_000
 """The default fresh limit's ceiling: Claude Code's cap on one tool output (its
 ``MAX_MCP_OUTPUT_TOKENS`` default), a size agents are built to read whole."""
@@ -46,10 +50,12 @@ class PrepareOptions:
     fresh_tokens: int | None = None
     """A tool result over this many tokens is shown as a preview from the start; under it,
     the model sees the output it just asked for whole (0: every result over the offload
-    limit is a preview at once, the behaviour before there was a fresh limit; None: a
-    quarter of the input limit, at most 25,000 — Claude Code's own cap on one tool
-    output). A quarter keeps ``compact_target + fresh`` under ``target`` with the default
-    shares (0.3 + 0.25 < 0.6), so a compaction can always make room for the newest result."""
+    limit is a preview at once, the behaviour before there was a fresh limit; None: 5 % of
+    the input limit, at least 1,000 and at most 25,000 tokens — Claude Code's own cap on
+    one tool output). Measured on the shared sessions (docs/budget.md), 5 % meets every
+    bound of the budget — cache breaks, billed input — while a quarter cost a compaction
+    more on mini-swe-agent; ``compact_target + fresh`` stays far under ``target``, so a
+    compaction can always make room for the newest result."""
     compact_target: float = 0.3
     """Compaction, the last rung, reduces to this share of the input limit: it breaks the
     cache and summarizes, so when it has to run it buys a longer quiet period."""
@@ -135,7 +141,7 @@ class PrepareOptions:
         """A result over this many tokens is a preview from the start (see ``fresh_tokens``)."""
         if self.fresh_tokens is not None:
             return self.fresh_tokens or self.offload_limit
-        return min(FRESH_CAP, self.input_limit // 4)
+        return min(FRESH_CAP, max(FRESH_MIN, int(self.input_limit * FRESH_SHARE)), self.input_limit // 4)
 
     def to_json(self) -> dict[str, JsonValue]:
         return dict(_options_json(self))
