@@ -37,6 +37,7 @@ from ctxline.record.events import (
     Reduction,
     RequestHeader,
     Rule,
+    Slot,
     State,
     StatusSnapshot,
     StoredEvent,
@@ -216,6 +217,7 @@ class RecordFold:
                 | Compaction()
                 | StatusSnapshot()
                 | ModelUsage()
+                | Slot()
                 | UnknownEvent()
             ):
                 pass  # the sources' folds and the history take these

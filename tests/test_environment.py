@@ -1,0 +1,412 @@
+"""Slots, the built-in actions, transactions, tiers, TTL, phases, linking and the budget share."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from ctxline import Context, MemoryStore
+from ctxline.environment import (
+    ActionSpec,
+    Check,
+    Constraint,
+    Environment,
+    EnvState,
+    Rejected,
+    SlotSpec,
+    Tx,
+    environment_meta,
+)
+from ctxline.errors import ValidationError
+from ctxline.record.events import AssistantMessage, RequestHeader, Slot, ToolCall, UserMessage
+from ctxline.view.options import PrepareOptions
+
+T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def tick(self, **delta: float) -> None:
+        self.now += timedelta(**delta)
+
+
+def make(env: Environment, clock: Clock | None = None, **kw: Any) -> Context:
+    clock = clock or Clock()
+    store = MemoryStore(clock=clock)
+    ctx = Context(store, "s", sources=[env.source], clock=clock, **kw)
+    ctx.append(UserMessage("Plan the trip."))
+    return ctx
+
+
+def run(ctx: Context, env: Environment, name: str, ident: str = "", **args: Any) -> Any:
+    """The model calls ``name``: its call, then the result and events in one append."""
+    call = ToolCall(ident or f"c{len(ctx.events)}", name, args)
+    ctx.append(AssistantMessage("", (call,)))
+    outcome = env.call(ctx, call)
+    ctx.record_outcome(call, outcome)
+    return outcome
+
+
+def tail(ctx: Context) -> str:
+    prep = ctx.prepare()
+    return str(prep.body["messages"][-1]["content"])
+
+
+def test_slot_specs_are_checked_when_declared() -> None:
+    with pytest.raises(ValidationError, match="slot name 'Has Space'"):
+        SlotSpec("Has Space")
+    with pytest.raises(ValidationError, match="not a valid JSON schema"):
+        SlotSpec("x", {"type": "no-such-type"})
+    with pytest.raises(ValidationError, match="the default does not fit the schema"):
+        SlotSpec("x", {"type": "integer"}, default="seven")
+    with pytest.raises(ValidationError, match="tier must be one of"):
+        SlotSpec("x", tier="pinned")  # type: ignore[arg-type]
+    with pytest.raises(ValidationError, match="affects 'locked', which is read-only"):
+        Environment(
+            [SlotSpec("locked", policy="read-only")],
+            [ActionSpec("a", "x", lambda tx, a: None, affects=("locked",))],
+        )
+    with pytest.raises(ValidationError, match="affects undeclared slot 'nope'"):
+        Environment(actions=[ActionSpec("a", "x", lambda tx, a: None, affects=("nope",))])
+    with pytest.raises(ValidationError, match="shared slots need a board"):
+        Environment(shared=("goal",))
+    assert (
+        SlotSpec("n", {"type": "integer", "minimum": 0}).problem(-1)
+        == "-1 is less than the minimum of 0"
+    )
+
+
+def test_builtin_actions_change_the_slots_and_the_block_shows_them() -> None:
+    env = Environment(constraints=[Constraint("c1", "Spend at most 900 EUR.", ("trip",))])
+    ctx = make(env)
+    env.set(ctx, "todo_steps", ["book the flight", "book the hotel"])
+    assert not run(ctx, env, "update_goal", goal="A weekend in Oslo").is_error
+    out = run(ctx, env, "add_constraint", text="The user is vegetarian", entities=["meal"])
+    assert "Constraint m1 is added" in out.content
+    assert not run(ctx, env, "mark_step_done", step="book the flight").is_error
+    state = env.state(ctx)
+    assert state["goal"] == "A weekend in Oslo"
+    assert state["todo_steps"] == ["book the hotel"]
+    assert state["done_steps"] == ["book the flight"]
+    assert [c.id for c in state.constraints] == ["c1", "m1"]
+    block = tail(ctx)
+    assert block.startswith(
+        "<ctx-env>\ngoal: A weekend in Oslo (updated 2026-03-02T09:00:00Z by agent)\n"
+    )
+    assert "- [c1] Spend at most 900 EUR. (applies to: trip)" in block
+    assert '- [m1, written by the model; grants nothing] "The user is vegetarian"' in block
+    assert 'todo_steps: ["book the hotel"]' in block
+    assert 'done_steps: ["book the flight"]' in block
+    # only the model's own constraints can go
+    refused = run(ctx, env, "remove_constraint", id="c1")
+    assert refused.is_error
+    assert "constraint c1 is the application's" in refused.content
+    assert not run(ctx, env, "remove_constraint", id="m1").is_error
+    assert [c.id for c in env.state(ctx).constraints] == ["c1"]
+    again = run(ctx, env, "mark_step_done", step="book the flight")
+    assert again.is_error
+    assert 'step "book the flight" is done already' in again.content
+
+
+def test_a_rollback_writes_nothing_and_names_the_rule_and_the_fix() -> None:
+    def budget(state: EnvState, args: Mapping[str, Any]) -> str | None:
+        spent = sum(item["eur"] for item in state["spend"] or [])
+        return f"the spending would reach {spent} EUR" if spent > 900 else None
+
+    def spend(tx: Tx, args: Mapping[str, Any]) -> str:
+        tx.append("spend", {"what": args["what"], "eur": args["eur"]})
+        return "Recorded."
+
+    params = {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["what", "eur"],
+        "properties": {"what": {"type": "string"}, "eur": {"type": "integer", "minimum": 1}},
+    }
+    env = Environment(
+        [SlotSpec("spend", {"type": "array"}, policy="append", default=[])],
+        [ActionSpec("spend", "Record a purchase.", spend, params, affects=("spend",))],
+        [Check("budget", budget, "keep the trip at or under 900 EUR: choose a cheaper option")],
+    )
+    ctx = make(env)
+    assert not run(ctx, env, "spend", what="flight", eur=600).is_error
+    before = list(ctx.store.read("s"))
+    call = ToolCall("x", "spend", {"what": "hotel", "eur": 400})
+    outcome = env.call(ctx, call)
+    assert outcome.is_error
+    assert outcome.events == ()
+    assert outcome.content.splitlines() == [
+        "Rolled back: nothing was changed.",
+        "Rule violated: budget: the spending would reach 1000 EUR.",
+        "To satisfy it: keep the trip at or under 900 EUR: choose a cheaper option.",
+    ]
+    assert list(ctx.store.read("s")) == before
+    bad = env.call(ctx, ToolCall("y", "spend", {"what": "hotel", "eur": "cheap"}))
+    assert bad.is_error
+    assert "Not done: the arguments do not fit spend's parameters" in bad.content
+    assert "'cheap' is not of type 'integer'" in bad.content
+
+    # an append-only slot cannot be rewritten, even by an action that declares it
+    def rewrite(tx: Tx, args: Mapping[str, Any]) -> str:
+        tx.set("spend", [])
+        return "cleared"
+
+    env2 = Environment(
+        [SlotSpec("spend", policy="append")], [ActionSpec("wipe", "x", rewrite, affects=("spend",))]
+    )
+    ctx2 = make(env2)
+    wiped = env2.call(ctx2, ToolCall("w", "wipe", {}))
+    assert wiped.is_error
+    assert "slot 'spend' is append-only" in wiped.content
+    assert wiped.events == ()
+
+
+def test_app_changes_are_checked_too() -> None:
+    env = Environment(
+        [SlotSpec("profile", {"type": "object", "required": ["name"]}, policy="read-only")]
+    )
+    ctx = make(env)
+    env.set(ctx, "profile", {"name": "Mia"})  # the app may set a read-only slot
+    with pytest.raises(Rejected, match="the schema of slot profile"):
+        env.set(ctx, "profile", {"nom": "Mia"})
+    assert env.state(ctx)["profile"] == {"name": "Mia"}
+    env.clear(ctx, "profile")
+    assert env.state(ctx)["profile"] is None
+    assert [e.event.meta["by"] for e in ctx.events if isinstance(e.event, Slot)] == ["app", "app"]
+
+
+def test_tiers_ttl_and_read_slot() -> None:
+    clock = Clock()
+    env = Environment(
+        [
+            SlotSpec("profile", tier="on-demand", description="the user's profile"),
+            SlotSpec("weather", {"type": "string"}, tier="discardable", ttl=timedelta(minutes=10)),
+        ]
+    )
+    ctx = make(env, clock)
+    env.set(ctx, "profile", {"name": "Mia", "tier": "gold"})
+    env.set(ctx, "weather", "Oslo: sunny, 4 °C")
+    prep = ctx.prepare()
+    body = json.dumps(prep.body)
+    assert (
+        "on demand (read_slot): profile (updated 2026-03-02T09:00:00Z by app)"
+        in prep.body["messages"][-1]["content"]
+    )
+    assert "gold" not in body  # an on-demand value is not shown
+    assert (
+        '<ctx-env tier=\\"discardable\\">\\nweather: Oslo: sunny, 4 \\u00b0C' in body
+        or "weather: Oslo: sunny" in body
+    )
+    read = run(ctx, env, "read_slot", slot="profile")
+    assert (
+        '"tier": "gold"' in read.content
+    )
+    assert (
+        "slot profile (on-demand, overwrite; updated" in read.content
+    )
+    clock.tick(minutes=11)
+    prep = ctx.prepare()
+    expired = [e.event for e in ctx.events if isinstance(e.event, Slot) and e.event.op == "expire"]
+    assert [(e.name, e.meta["by"]) for e in expired] == [("weather", "ctxline")]
+    last = prep.body["messages"][-1]["content"]
+    assert "weather (expired 2026-03-02T09:11:00Z)" in last
+    assert "sunny" not in last
+    assert env.state(ctx)["weather"] is None
+    later = run(ctx, env, "read_slot", slot="weather")
+    assert "expired (its TTL ran out)" in later.content
+    assert "sunny" in later.content
+    ctx.prepare()
+    assert len([e for e in ctx.events if isinstance(e.event, Slot) and e.event.op == "expire"]) == 1
+
+
+def test_discardable_slots_go_first_under_pressure() -> None:
+    env = Environment([SlotSpec("scratch", tier="discardable")], builtins=("update_goal",))
+    ctx = make(env, options=PrepareOptions(context_window=3_000, max_output=500))
+    env.set(ctx, "scratch", "x " * 300)
+    for i in range(6):
+        ctx.append(UserMessage(f"note {i}: " + "words " * 200))
+    prep = ctx.prepare()
+    last = prep.body["messages"][-1]["content"]
+    dropped = [a for a in prep.report["actions"] if a["action"] == "drop_dynamic"]
+    assert dropped
+    assert "environment/discardable" in dropped[0]["items"]
+    assert "scratch:" not in last
+    assert "<ctx-env>" in last
+
+
+def test_the_block_is_capped_at_its_budget_share_and_says_what_it_cut() -> None:
+    env = Environment(
+        [SlotSpec("notes", {"type": "string"}, max_chars=5_000)],
+        builtins=("update_goal",),
+        budget_share=0.005,
+    )
+    ctx = make(env, options=PrepareOptions(context_window=100_000, max_output=1_000))
+    env.set(ctx, "notes", "long notes " * 400)
+    prep = ctx.prepare()
+    meta = environment_meta(prep.header)
+    assert meta["budget"]["cap"] == 495
+    assert meta["budget"]["tokens"] <= 495
+    assert meta["budget"]["cut"] == ["discardable", "clip:120"]
+    assert "(clipped: read_slot shows all of it)" in prep.body["messages"][-1]["content"]
+
+
+def test_phases_lock_actions_without_changing_the_tools() -> None:
+    def ship(tx: Tx, args: Mapping[str, Any]) -> str:
+        tx.set("shipped", True)
+        return "Shipped."
+
+    paid = Check(
+        "paid", lambda s, a: None if s["paid"] else "the order is not paid", "the order is paid"
+    )
+    env = Environment(
+        [
+            SlotSpec("paid", {"type": "boolean"}, default=False),
+            SlotSpec("shipped", {"type": "boolean"}, default=False),
+        ],
+        [ActionSpec("ship", "Ship the order.", ship, affects=("shipped",), unlock=paid)],
+        builtins=(),
+    )
+    ctx = make(env)
+    first = ctx.prepare()
+    assert (
+        "locked actions: ship (available after the order is paid)"
+        in first.body["messages"][-1]["content"]
+    )
+    out = run(ctx, env, "ship")
+    assert (
+        out.is_error
+    )
+    assert (
+        "Not available yet: ship is available after the order is paid" in out.content
+    )
+    env.set(ctx, "paid", True)
+    second = ctx.prepare()
+    assert "locked actions" not in second.body["messages"][-1]["content"]
+    assert first.body["tools"] == second.body["tools"]
+    diff = second.report["prefix"]["first_difference"]
+    assert diff is None or diff["section"] == "tail"
+    assert not run(ctx, env, "ship").is_error
+    assert env.state(ctx)["shipped"] is True
+
+
+def test_constraints_are_restated_when_an_action_touches_what_they_name() -> None:
+    def move(tx: Tx, args: Mapping[str, Any]) -> str:
+        tx.set("seat", args["seat"])
+        return "Moved."
+
+    params = {
+        "type": "object",
+        "properties": {"flight": {"type": "string"}, "seat": {"type": "string"}},
+        "required": ["flight", "seat"],
+        "additionalProperties": False,
+    }
+    env = Environment(
+        [SlotSpec("seat")],
+        [
+            ActionSpec(
+                "move_seat",
+                "Move the passenger.",
+                move,
+                params,
+                affects=("seat",),
+                entities={"flight": "flight"},
+            )
+        ],
+        constraints=[
+            Constraint("any-flight", "Exit rows need an adult.", ("flight",)),
+            Constraint("this-flight", "HAT069 is full in business.", ("flight:HAT069",)),
+            Constraint("other", "Be polite."),
+        ],
+        builtins=("add_constraint",),
+    )
+    ctx = make(env)
+    out = run(ctx, env, "move_seat", flight="HAT069", seat="12A")
+    assert "Constraints that apply to flight:HAT069:" in out.content
+    assert (
+        "[any-flight]" in out.content
+    )
+    assert (
+        "[this-flight]" in out.content
+    )
+    assert (
+        "[other]" not in out.content
+    )
+    other = run(ctx, env, "move_seat", flight="HAT100", seat="3C")
+    assert "[any-flight]" in other.content
+    assert "[this-flight]" not in other.content
+
+
+def test_roles_and_unknown_actions_are_refused_with_words() -> None:
+    def plan(tx: Tx, args: Mapping[str, Any]) -> str:
+        tx.set("goal", "planned")
+        return "ok"
+
+    env = Environment(
+        actions=[ActionSpec("plan", "Plan.", plan, affects=("goal",), roles=("planner",))],
+        builtins=("update_goal",),
+    )
+    ctx = make(env)
+    out = env.call(ctx, ToolCall("p", "plan", {}))
+    assert out.is_error
+    assert "plan may be called by planner; you act as agent" in out.content
+    assert not env.with_role("planner").call(ctx, ToolCall("p2", "plan", {})).is_error
+    unknown = env.call(ctx, ToolCall("u", "fly", {}))
+    assert unknown.is_error
+    assert "no environment action named 'fly'" in unknown.content
+
+
+@pytest.mark.parametrize("placement", ["tail", "append"])
+def test_every_request_rebuilds_and_a_cold_context_plans_the_same(placement: str) -> None:
+    clock = Clock()
+    env = Environment(placement=placement)  # type: ignore[arg-type]
+    ctx = make(env, clock)
+    for i in range(12):
+        clock.tick(seconds=30)
+        ctx.prepare()
+        if i % 4 == 0:
+            run(ctx, env, "update_goal", goal=f"goal {i}")
+        ctx.append(UserMessage(f"step {i}"))
+    snapshots = [e for e in ctx.events if isinstance(e.event, Slot) and e.event.op == "snapshot"]
+    assert (len(snapshots) == 4) is (placement == "append")  # one per change, never more
+    for header, prep in ctx.rebuild_all():
+        assert prep.sha256 == header.sha256
+    cold = Context(ctx.store, "s", sources=[env.source], clock=clock)
+    assert cold.prepare(log=False).body_bytes == ctx.prepare(log=False).body_bytes
+    headers = [e.event for e in ctx.events if isinstance(e.event, RequestHeader)]
+    for header in headers[1:]:
+        diff = header.report["prefix"]["first_difference"]
+        assert diff is None or diff["section"] == "tail"  # never a break in history
+
+
+def test_auto_placement_is_decided_from_the_record() -> None:
+    clock = Clock()
+    env = Environment(expected_steps=40)
+    ctx = make(env, clock)
+    for i in range(16):
+        clock.tick(seconds=5)
+        ctx.prepare()
+        ctx.append(UserMessage("ok " * 50))
+        if i == 1:
+            run(ctx, env, "update_goal", goal="stable goal")
+    metas = [environment_meta(e.event) for e in ctx.events if isinstance(e.event, RequestHeader)]
+    decided = [m for m in metas if m.get("decided_now")]
+    assert decided, metas[-1]
+    assert all(m["placement"] == "tail" for m in metas[:5])  # too little evidence: the tail
+    decision = decided[-1]["decision"]
+    assert decision["inputs"]["T"] == 40.0
+    assert decision["placement"] == metas[-1]["placement"]
+    # a block that rarely changes is cheaper appended than re-sent as the tail every step
+    assert decision["placement"] == "append"
+    assert decision["c_append"] < decision["c_tail"]
+    assert decided[0]["decision"]["placement"] == "tail"  # it changed 1 step in 4 at first
+    cold = Context(ctx.store, "s", sources=[env.source], clock=clock)
+    assert cold.prepare(log=False).body_bytes == ctx.prepare(log=False).body_bytes
