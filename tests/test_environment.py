@@ -207,12 +207,8 @@ def test_tiers_ttl_and_read_slot() -> None:
         or "weather: Oslo: sunny" in body
     )
     read = run(ctx, env, "read_slot", slot="profile")
-    assert (
-        '"tier": "gold"' in read.content
-    )
-    assert (
-        "slot profile (on-demand, overwrite; updated" in read.content
-    )
+    assert '"tier": "gold"' in read.content
+    assert "slot profile (on-demand, overwrite; updated" in read.content
     clock.tick(minutes=11)
     prep = ctx.prepare()
     expired = [e.event for e in ctx.events if isinstance(e.event, Slot) and e.event.op == "expire"]
@@ -282,12 +278,8 @@ def test_phases_lock_actions_without_changing_the_tools() -> None:
         in first.body["messages"][-1]["content"]
     )
     out = run(ctx, env, "ship")
-    assert (
-        out.is_error
-    )
-    assert (
-        "Not available yet: ship is available after the order is paid" in out.content
-    )
+    assert out.is_error
+    assert "Not available yet: ship is available after the order is paid" in out.content
     env.set(ctx, "paid", True)
     second = ctx.prepare()
     assert "locked actions" not in second.body["messages"][-1]["content"]
@@ -331,15 +323,9 @@ def test_constraints_are_restated_when_an_action_touches_what_they_name() -> Non
     ctx = make(env)
     out = run(ctx, env, "move_seat", flight="HAT069", seat="12A")
     assert "Constraints that apply to flight:HAT069:" in out.content
-    assert (
-        "[any-flight]" in out.content
-    )
-    assert (
-        "[this-flight]" in out.content
-    )
-    assert (
-        "[other]" not in out.content
-    )
+    assert "[any-flight]" in out.content
+    assert "[this-flight]" in out.content
+    assert "[other]" not in out.content
     other = run(ctx, env, "move_seat", flight="HAT100", seat="3C")
     assert "[any-flight]" in other.content
     assert "[this-flight]" not in other.content
@@ -410,3 +396,21 @@ def test_auto_placement_is_decided_from_the_record() -> None:
     assert decided[0]["decision"]["placement"] == "tail"  # it changed 1 step in 4 at first
     cold = Context(ctx.store, "s", sources=[env.source], clock=clock)
     assert cold.prepare(log=False).body_bytes == ctx.prepare(log=False).body_bytes
+
+
+def test_allowed_tools_choice_is_openais_form() -> None:
+    from openai.types.chat import ChatCompletionAllowedToolChoiceParam
+    from openai.types.chat.completion_create_params import CompletionCreateParamsNonStreaming
+    from pydantic import TypeAdapter
+
+    from ctxline.environment import allowed_tools_choice
+
+    env = Environment(builtins=("update_goal", "read_slot"))
+    choice = allowed_tools_choice(["read_slot"])
+    TypeAdapter(ChatCompletionAllowedToolChoiceParam).validate_python(choice, strict=True)
+    ctx = make(env)
+    body = dict(ctx.prepare(log=False).body, tool_choice=choice)
+    TypeAdapter(CompletionCreateParamsNonStreaming).validate_python(body, strict=True)
+    assert {t["function"]["name"] for t in body["tools"]} >= {"update_goal", "read_slot"}
+    with pytest.raises(ValidationError, match="mode must be auto or required"):
+        allowed_tools_choice(["x"], mode="none")

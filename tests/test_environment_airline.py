@@ -65,31 +65,17 @@ def test_wrong_and_right_actions_on_the_desk(tmp_path: Path) -> None:
     while not agent.step().done:
         pass
     got = results(agent)
-    assert (
-        got["r1"].is_error
-    )
-    assert (
-        "Not available yet: refund is available after the user's identity" in got["r1"].content
-    )
+    assert got["r1"].is_error
+    assert "Not available yet: refund is available after the user's identity" in got["r1"].content
     assert got["v1"].is_error
     assert "date of birth does not match" in got["v1"].content
     assert not got["v2"].is_error
-    assert (
-        got["r2"].is_error
-    )
-    assert (
-        "Not executed" in got["r2"].content
-    )
-    assert (
-        "no booking 'ZZZ999'" in got["r2"].content
-    )
+    assert got["r2"].is_error
+    assert "Not executed" in got["r2"].content
+    assert "no booking 'ZZZ999'" in got["r2"].content
     assert "NEW222, OLD111" in got["r2"].content  # the feedback lists what exists
-    assert (
-        got["r3"].is_error
-    )
-    assert (
-        "Rule violated: refund-policy: booking OLD111 was made 14 days" in got["r3"].content
-    )
+    assert got["r3"].is_error
+    assert "Rule violated: refund-policy: booking OLD111 was made 14 days" in got["r3"].content
     assert "To satisfy it: refund only within 24 hours" in got["r3"].content
     assert not got["r4"].is_error
     assert "refund of $240 for NEW222 sent" in got["r4"].content
