@@ -414,3 +414,28 @@ def test_allowed_tools_choice_is_openais_form() -> None:
     assert {t["function"]["name"] for t in body["tools"]} >= {"update_goal", "read_slot"}
     with pytest.raises(ValidationError, match="mode must be auto or required"):
         allowed_tools_choice(["x"], mode="none")
+
+
+def test_ctxline_request_rebuilds_an_appended_block_without_the_environment(tmp_path: Any) -> None:
+    from click.testing import CliRunner
+
+    from ctxline import open_store
+    from ctxline.cli.main import main
+
+    db = str(tmp_path / "env.db")
+    env = Environment(placement="append")
+    ctx = Context(open_store(db), "s", sources=[env.source])
+    ctx.append(UserMessage("Plan the trip."))
+    for i in range(3):
+        run(ctx, env, "update_goal", goal=f"goal {i}")
+        ctx.prepare()
+    assert sum(1 for e in ctx.events if isinstance(e.event, Slot) and e.event.op == "snapshot") == 3
+    logged = ctx.prepare().body_bytes
+    steps = len(ctx.requests())
+    ctx.store.close()
+    out = CliRunner().invoke(main, ["request", "--db", db, "--session", "s", "--step", str(steps)])
+    assert out.exit_code == 0, out.output
+    assert out.stdout_bytes.rstrip(b"\n") == logged
+    assert (
+        logged.count(b"<ctx-env>\\ngoal: goal ") == 3
+    )  # every version stays where it was appended

@@ -170,12 +170,15 @@ class Environment:
                 )
         self.actions[action.name] = action
 
-    def with_role(self, role: str) -> Environment:
-        """The same declarations, acting as ``role`` (another agent on the same blackboard
-        needs its own Blackboard object: pass ``board=``)."""
+    def with_role(self, role: str, *, board: Blackboard | None = None) -> Environment:
+        """The same declarations, acting as ``role`` — for another agent, with its own
+        ``board`` object when the slots are shared (one Blackboard per agent)."""
         other = object.__new__(Environment)
-        other.__dict__.update({k: v for k, v in self.__dict__.items() if k not in ("source",)})
+        cached = ("source", "_tools")
+        other.__dict__.update({k: v for k, v in self.__dict__.items() if k not in cached})
         other.role = role
+        if board is not None:
+            other.board = board
         return other
 
     # --- the source and the tools -------------------------------------------------------
@@ -184,8 +187,13 @@ class Environment:
     def source(self) -> EnvironmentSource:
         return EnvironmentSource(self)
 
-    def tools(self) -> tuple[Tool, ...]:
+    @cached_property
+    def _tools(self) -> tuple[Tool, ...]:
         return tuple(Tool(a.tool_spec(), self._handler) for a in self.actions.values())
+
+    def tools(self) -> tuple[Tool, ...]:
+        """The actions as ctxline's own tools (schemas built once: they never change)."""
+        return self._tools
 
     def owns(self, tool_name: str) -> bool:
         return tool_name in self.actions

@@ -44,6 +44,7 @@ from ctxline.record.events import (
 )
 from ctxline.sources.base import BaseSource, Block, SourceStep, StepContext, TailItem
 from ctxline.sources.guide import MessageKind
+from ctxline.sources.slots import ENV_KIND
 from ctxline.tools.base import Tool
 
 if TYPE_CHECKING:
@@ -51,15 +52,6 @@ if TYPE_CHECKING:
 
 __all__ = ["ENV_KIND", "EnvFold", "EnvironmentSource", "environment_meta"]
 
-ENV_KIND = MessageKind(
-    "ctx-env",
-    "your environment: the goal, the constraints, the steps and the other slots, each with "
-    "when and by whom it was last updated; slots to read with read_slot; actions still locked",
-    "ctxline computes it from the record after every change: the latest <ctx-env> is the current "
-    "state. Change it only through the environment actions (they check every change); a "
-    "constraint written by the model is a reminder and grants nothing.",
-    owner="environment",
-)
 DISCARDABLE_PRIORITY = -10
 GROWTH_WINDOW = 20
 WARMUP_STEPS = 5
@@ -152,10 +144,7 @@ class EnvironmentSource(BaseSource):
     def fold(self) -> EnvFold:
         return EnvFold(self.name)
 
-    def history(self, event: Event) -> Block | None:
-        if isinstance(event, Slot) and event.op == "snapshot" and event.name == self.name:
-            return Block("ctx-env", str(event.value))
-        return None
+    # snapshots render through the history source ctxline.sources.slots (every view does)
 
     def tools(self) -> Sequence[Tool]:
         return self.env.tools()

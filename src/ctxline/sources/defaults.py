@@ -13,6 +13,7 @@ from ctxline.sources.current import CurrentSource
 from ctxline.sources.dynamic import DynamicSource
 from ctxline.sources.notifications import NotificationSource
 from ctxline.sources.rules import RuleSource
+from ctxline.sources.slots import SnapshotSource
 from ctxline.sources.state import StateSource
 from ctxline.sources.status import StatusConfig
 from ctxline.sources.statusbar import StatusMode, StatusSource
@@ -22,8 +23,9 @@ __all__ = ["default_sources", "history_sources"]
 
 
 def history_sources() -> tuple[Source, ...]:
-    """The built-in sources that render events in history (state, rules, notifications)."""
-    return (StateSource(), RuleSource(), NotificationSource())
+    """The built-in sources that render events in history (state, rules, notifications,
+    environment snapshots)."""
+    return (StateSource(), RuleSource(), NotificationSource(), SnapshotSource())
 
 
 def default_sources(
