@@ -439,3 +439,18 @@ def test_ctxline_request_rebuilds_an_appended_block_without_the_environment(tmp_
     assert (
         logged.count(b"<ctx-env>\\ngoal: goal ") == 3
     )  # every version stays where it was appended
+
+
+def test_pin_shows_an_on_demand_slot_until_unpinned() -> None:
+    env = Environment([SlotSpec("profile", tier="on-demand")])
+    ctx = make(env)
+    env.set(ctx, "profile", {"name": "Mia"})
+    assert 'profile: {"name":"Mia"}' not in tail(ctx)
+    assert not run(ctx, env, "pin", slot="profile").is_error
+    assert 'profile: {"name":"Mia"} (updated 2026-03-02T09:00:00Z by app) (pinned)' in tail(ctx)
+    again = run(ctx, env, "pin", slot="profile")
+    assert again.is_error and "pinned already" in again.content
+    resident = run(ctx, env, "pin", slot="goal")
+    assert resident.is_error and "slot goal is resident" in resident.content
+    assert not run(ctx, env, "unpin", slot="profile").is_error
+    assert "on demand (read_slot): profile" in tail(ctx)
