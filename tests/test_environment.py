@@ -449,8 +449,10 @@ def test_pin_shows_an_on_demand_slot_until_unpinned() -> None:
     assert not run(ctx, env, "pin", slot="profile").is_error
     assert 'profile: {"name":"Mia"} (updated 2026-03-02T09:00:00Z by app) (pinned)' in tail(ctx)
     again = run(ctx, env, "pin", slot="profile")
-    assert again.is_error and "pinned already" in again.content
+    assert again.is_error
+    assert "pinned already" in again.content
     resident = run(ctx, env, "pin", slot="goal")
-    assert resident.is_error and "slot goal is resident" in resident.content
+    assert resident.is_error
+    assert "slot goal is resident" in resident.content
     assert not run(ctx, env, "unpin", slot="profile").is_error
     assert "on demand (read_slot): profile" in tail(ctx)

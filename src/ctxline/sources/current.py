@@ -19,7 +19,8 @@ prefix; history keeps its blocks unchanged. Measured with ``ctxline eval`` on th
 embedded model (docs/environment.md), ``current …:`` lines read best per token: the
 current date or freeze date 10/20 against 4/20 without the block, the branch name 21/30
 against 18/30 for ``branch: X (forked from Y)`` and 16/30 with the parent named. Values are single lines
-(:func:`~ctxline.sources.lines.value_line`: escaped, a line break shown as a JSON string),
+(:func:`~ctxline.sources.lines.value_line`: escaped, line breaks written as ``\\n``; names
+through :func:`~ctxline.tags.quote_name`),
 so a state value cannot forge a line of the block or a tag. The item is optional
 (dropped under pressure before anything required) and empty timelines get none.
 
@@ -43,7 +44,8 @@ from ctxline.record.events import JsonValue, State, StoredEvent
 from ctxline.sources.base import BaseSource, Block, SourceStep, StepContext, TailItem
 from ctxline.sources.branch import BranchMark
 from ctxline.sources.guide import MessageKind
-from ctxline.sources.lines import one_line, value_line
+from ctxline.sources.lines import value_line
+from ctxline.tags import quote_name
 
 __all__ = ["CURRENT_KIND", "CURRENT_PRIORITY", "CurrentFold", "CurrentSource", "current_block"]
 
@@ -88,9 +90,9 @@ def current_block(values: Mapping[str, JsonValue], branch: BranchMark | None) ->
     """The ``<ctx-current>`` block (None when there is nothing to restate)."""
     lines = []
     if branch is not None:
-        lines.append(f"current branch: {one_line(branch.name)}")
+        lines.append(f"current branch: {quote_name(branch.name)}")
     lines.extend(
-        f"current {one_line(source)}: {value_line(value)}" for source, value in values.items()
+        f"current {quote_name(source)}: {value_line(value)}" for source, value in values.items()
     )
     if not lines:
         return None
