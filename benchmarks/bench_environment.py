@@ -1,23 +1,15 @@
 """The environment's cost in tokens and cache: placements, staged exposure, tau-bench replays.
 
-Prints ONE JSON object with three parts:
+Prints ONE JSON object (docs/environment.md explains every figure):
 
-- ``placement``: a 200-step agent loop (a tool call and a ~250-token result per step) whose
-  resident slots change every 2 steps (``frequent``) or every 40 (``rare``), run with the
-  ``<ctx-env>`` block in the tail, appended to history on change, chosen by the cost
-  model (``auto``), and — as the naive baseline — in the system prompt. Per run: cache
-  breaks per 100 steps caused in tools/system/history (a replaced tail is not one), the
-  block's tokens, and the measured input cost in tokens at each provider's prices (cached
-  tokens at α; the others at 1, or at the cache-write premium on Anthropic for history),
-  with what ``auto`` chose and the cost model's prediction;
-- ``exposure``: a 60-step loop whose two business actions unlock at steps 20 and 40, with
-  every schema offered and locked ones refused (ctxline's way), the schemas of the
-  unlocked actions only (the tools change), and OpenAI's ``allowed_tools`` (the tools stay;
-  ``tool_choice`` changes, which Anthropic documents as a message-cache break);
-- ``tau_bench``: every bundled tau-bench session replayed step by step with slots derived
-  from its tool results (``get_user_details`` → ``user``, on demand; reservation details
-  and every booking change → ``reservations``, resident), against the same replay
-  without an environment: slot tokens, cache breaks, billed input.
+- ``placement``: 200 steps of a tool call and a ~250-token result, resident slots changing
+  every 2 steps or every 40; the ``<ctx-env>`` block in the tail, appended on change, placed
+  by the cost model, or in the system prompt (the naive baseline): cache breaks per 100
+  steps outside the tail, block tokens, and the billed input at each provider's prices;
+- ``exposure``: two actions unlocking at steps 20 and 40 — locked ones refused with every
+  schema offered, only unlocked schemas offered, or OpenAI's ``allowed_tools``;
+- ``tau_bench``: the bundled tau-bench sessions replayed with slots derived from their tool
+  results, against the same replay without an environment.
 
     .venv/bin/python benchmarks/bench_environment.py [--data ../shared/data] [--steps 200]
 """
@@ -30,6 +22,7 @@ import os
 import random
 import statistics
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -200,10 +193,7 @@ def placement_run(placement: str, every: int, steps: int, provider: str) -> dict
 
 
 def _count(items: Iterable[str]) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for item in items:
-        out[item] = out.get(item, 0) + 1
-    return dict(sorted(out.items()))
+    return dict(sorted(Counter(items).items()))
 
 
 def exposure_run(mode: str, steps: int = 60) -> dict[str, Any]:
@@ -217,15 +207,8 @@ def exposure_run(mode: str, steps: int = 60) -> dict[str, Any]:
     def reached(k: int) -> Callable[[Any, Any], str | None]:
         return lambda state, args: None if phase[0] >= k else "not yet"
 
-    actions = [
-        ActionSpec(
-            f"act_{k}",
-            f"Phase {k} action.",
-            noop,
-            unlock=Check(f"phase-{k}", reached(k), f"phase {k}"),
-        )
-        for k in (1, 2)
-    ]
+    unlocks = {k: Check(f"phase-{k}", reached(k), f"phase {k}") for k in (1, 2)}
+    actions = [ActionSpec(f"act_{k}", f"Phase {k}.", noop, unlock=c) for k, c in unlocks.items()]
     env = Environment(actions=actions, builtins=("update_goal", "read_slot"), placement="tail")
 
     def shown(name: str) -> bool:
@@ -295,7 +278,7 @@ def derive_slots(env: Environment, ctx: Context, results: Iterable[ToolResult]) 
         try:
             data = json.loads(result.content)
         except ValueError:
-            continue
+            data = None
         if not isinstance(data, dict):
             continue
         if result.name == "get_user_details":
@@ -325,7 +308,7 @@ def tau_replay(data: Path, with_env: bool) -> dict[str, Any]:
     options = PrepareOptions(context_window=8_000, max_output=1_000)
     meter = Meter()
     slot_events = 0
-    placements: dict[str, int] = {}
+    placements: Counter[str] = Counter()
     overflows = 0
     for session in sessions:
         env = tau_env()
@@ -361,13 +344,12 @@ def tau_replay(data: Path, with_env: bool) -> dict[str, Any]:
                 ms = (time.perf_counter() - started) * 1000
                 meta = environment_meta(prep.header)
                 meter.add(prep, int(meta.get("budget", {}).get("tokens", 0)), ms)
-                if meta:
-                    placements[meta["placement"]] = placements.get(meta["placement"], 0) + 1
+                placements.update([meta["placement"]] if meta else [])
             batch.append(Pending(pending.event, None, pending.at))
     out = meter.summary()
     out.update(sessions=len(sessions), overflows=overflows)
     if with_env:
-        out.update(slot_events=slot_events, placements=placements)
+        out.update(slot_events=slot_events, placements=dict(sorted(placements.items())))
     else:
         out.pop("block_tokens_mean"), out.pop("block_tokens_max")
     return out

@@ -18,6 +18,19 @@ from typing import Any
 from ctxline.environment import ActionSpec, Check, Constraint, Environment, EnvState, SlotSpec, Tx
 from ctxline.record.events import JsonValue
 
+__all__ = [
+    "BOOKINGS",
+    "IDENTITY",
+    "NOW",
+    "POLICY",
+    "REFUND_ONCE",
+    "REFUND_POLICY",
+    "Backend",
+    "booking",
+    "load_bookings",
+    "make_env",
+]
+
 NOW = datetime(2024, 5, 15, 15, 0, tzinfo=UTC)
 WINDOW = timedelta(hours=24)
 

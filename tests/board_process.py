@@ -16,6 +16,8 @@ from ctxline.environment import ActionSpec, Blackboard, Environment, SlotSpec
 from ctxline.record.events import AssistantMessage, ToolCall, UserMessage
 from ctxline.record.store import SQLiteStore
 
+__all__ = ["NOTES", "board_env", "worker"]
+
 NOTES = SlotSpec("notes", {"type": "array"}, policy="append", default=[], commutative=True)
 
 
