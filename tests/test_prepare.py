@@ -175,6 +175,7 @@ def test_fork_carries_branch_identity_after_inherited_history() -> None:
         " experiment, forked from main after its event 2; what follows happened on experiment"
         " only.</ctx-branch>",
         "child says",
+        "<ctx-current>\ncurrent branch: experiment\n</ctx-current>",  # the tail restates it
     ]
     assert "three" not in str(child.prepare(now=T0).body)
     assert all("ctx-branch" not in str(m) for m in c.prepare(now=T0).body["messages"][1:])

@@ -29,6 +29,7 @@ from ctxline.record.events import (
     Reduction,
     RequestHeader,
     Rule,
+    Slot,
     State,
     StatusSnapshot,
     StoredEvent,
@@ -172,6 +173,11 @@ def _body(event: Event) -> dict[str, JsonValue]:
                 out["estimated_input"] = event.estimated_input
             if event.request_step is not None:
                 out["request_step"] = event.request_step
+            return out
+        case Slot():
+            out = {"name": event.name, "op": event.op}
+            if event.value is not None:
+                out["value"] = event.value
             return out
         case UnknownEvent():
             return dict(event.data)

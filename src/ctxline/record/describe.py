@@ -24,6 +24,7 @@ from ctxline.record.events import (
     Reduction,
     RequestHeader,
     Rule,
+    Slot,
     State,
     StatusSnapshot,
     SystemMessage,
@@ -100,6 +101,10 @@ def describe(event: Event, width: int = 100) -> str:
                 f"{event.model}: input {event.input:,} (cache read {event.cache_read:,}, write "
                 f"{event.cache_write:,}), output {event.output:,}, {event.latency_ms:,} ms"
             )
+        case Slot():
+            if event.value is None:
+                return f"slot {event.name} {event.op}"
+            return f"slot {event.name} {event.op} {_clip(_json(event.value), width)}"
         case UnknownEvent():
             return _clip(canonical_json(event.data).decode(), width)
         case _:

@@ -24,6 +24,7 @@ __all__ = [
     "OWN_KINDS",
     "REDUCTION_ACTIONS",
     "RULE_OPS",
+    "SLOT_OPS",
     "TODO_STATUSES",
     "AssistantMessage",
     "Compaction",
@@ -39,6 +40,8 @@ __all__ = [
     "RequestHeader",
     "Rule",
     "RuleOp",
+    "Slot",
+    "SlotOp",
     "State",
     "StatusSnapshot",
     "StoredEvent",
@@ -61,9 +64,11 @@ JsonValue: TypeAlias = Any
 RuleOp = Literal["set", "replace", "revoke", "expired"]
 TodoStatus = Literal["pending", "in_progress", "completed", "cancelled"]
 ReductionAction = Literal["fold", "trim", "compact"]
+SlotOp = Literal["set", "append", "clear", "expire", "snapshot"]
 RULE_OPS: tuple[RuleOp, ...] = ("set", "replace", "revoke", "expired")
 TODO_STATUSES: tuple[TodoStatus, ...] = ("pending", "in_progress", "completed", "cancelled")
 REDUCTION_ACTIONS: tuple[ReductionAction, ...] = ("fold", "trim", "compact")
+SLOT_OPS: tuple[SlotOp, ...] = ("set", "append", "clear", "expire", "snapshot")
 
 EventKind = Literal[
     "system.message",
@@ -81,6 +86,7 @@ EventKind = Literal[
     "reduction",
     "status",
     "usage",
+    "slot",
 ]
 
 
@@ -316,6 +322,25 @@ class ModelUsage:
 
 
 @dataclass(frozen=True, slots=True)
+class Slot:
+    """A change to a named environment slot (seed 002; :mod:`ctxline.environment`).
+
+    ``set``: ``value`` is the slot's whole new value; ``append``: ``value`` is the list
+    of items added; ``clear``: the slot has no value; ``expire``: its TTL ran out (the
+    last value is kept for ``read_slot``); ``snapshot``: ``value`` is the environment
+    block ctxline rendered into history (its ``append`` placement), ``name`` the
+    environment's. ``meta`` says who changed it (``by``), in which transaction, and on
+    a shared blackboard the version the writer had seen (``base``).
+    """
+
+    kind: ClassVar[Literal["slot"]] = "slot"
+    name: str
+    op: SlotOp
+    value: JsonValue = None
+    meta: dict[str, JsonValue] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
 class UnknownEvent:
     """A kind this version does not know: kept whole, rendered as opaque."""
 
@@ -339,6 +364,7 @@ Event: TypeAlias = (
     | Reduction
     | StatusSnapshot
     | ModelUsage
+    | Slot
     | UnknownEvent
 )
 

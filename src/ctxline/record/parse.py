@@ -18,6 +18,7 @@ from ctxline.record.codec import parse_at
 from ctxline.record.events import (
     REDUCTION_ACTIONS,
     RULE_OPS,
+    SLOT_OPS,
     TODO_STATUSES,
     AssistantMessage,
     Compaction,
@@ -30,6 +31,7 @@ from ctxline.record.events import (
     Reduction,
     RequestHeader,
     Rule,
+    Slot,
     State,
     StatusSnapshot,
     StoredEvent,
@@ -150,6 +152,18 @@ def _state(r: _Reader) -> State:
     )
 
 
+def _slot(r: _Reader) -> Slot:
+    op = r.choice("op", SLOT_OPS)
+    value = clean_json(r.obj.get("value"))
+    if op in ("set", "append", "snapshot") and value is None:
+        raise r.fail("value", f"a slot {op} needs a value")
+    if op == "append" and not isinstance(value, list):
+        raise r.fail("value", "a slot append needs the list of items added")
+    if op == "snapshot" and not isinstance(value, str):
+        raise r.fail("value", "a slot snapshot holds the rendered block as a string")
+    return Slot(r.text("name"), op, value, r.meta())
+
+
 def _compaction(r: _Reader) -> Compaction:
     pre = r.obj.get("pre_tokens")
     if pre is not None and (not isinstance(pre, int) or isinstance(pre, bool)):
@@ -262,6 +276,7 @@ _PARSERS: dict[str, Callable[[_Reader], Event]] = {
     "reduction": _reduction,
     "status": lambda r: StatusSnapshot(r.text("text"), r.meta()),
     "usage": _usage,
+    "slot": _slot,
 }
 
 KNOWN_KINDS = tuple(_PARSERS)

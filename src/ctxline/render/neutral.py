@@ -47,6 +47,7 @@ from ctxline.record.events import (
     Reduction,
     RequestHeader,
     Rule,
+    Slot,
     State,
     StatusSnapshot,
     StoredEvent,
@@ -227,6 +228,7 @@ class HistoryBuilder:
                 | RequestHeader()
                 | Reduction()
                 | StatusSnapshot()
+                | Slot()
                 | UnknownEvent()
             ):
                 message = self.render_other(event) if self.render_other is not None else None

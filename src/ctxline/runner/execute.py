@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from ctxline.discovery.fold import DiscoveryFold
-from ctxline.record.events import OWN_KINDS, JsonValue, ToolCall, ToolResult
+from ctxline.record.events import OWN_KINDS, Event, JsonValue, ToolCall, ToolResult
 from ctxline.runner.guards import Refusal, check_call, refusal_text, strategy_hint
 from ctxline.runner.permissions import PermissionRequest, resolve
 from ctxline.runner.tools import ArgumentsInvalid, CallContext, FunctionTool, ToolMeta, render_value
@@ -256,6 +256,33 @@ async def _run_one(agent: Agent, planned: Planned, gate: asyncio.Semaphore) -> T
     return result
 
 
+def _turn_group(agent: Agent, runnable: list[Planned]) -> list[Planned]:
+    """The environment's calls of this reply, when it applies a turn's calls as one transaction."""
+    env = agent.environment
+    if env is None or not env.turn_transactions:
+        return []
+    group = [p for p in runnable if p.kind == "ctxline" and env.owns(p.call.name)]
+    return group if len(group) > 1 else []
+
+
+def _run_turn(agent: Agent, group: list[Planned]) -> list[ToolResult]:
+    """The turn's environment calls as ONE transaction: every result and every event in one append."""
+    assert agent.environment is not None
+    outcomes = agent.environment.turn(agent.ctx, [p.call for p in group])
+    results: list[ToolResult] = []
+    events: list[Event] = []
+    for planned, outcome in zip(group, outcomes, strict=True):
+        content = outcome.content
+        hint = strategy_hint(agent.ledger, planned.call, agent.limits) if outcome.is_error else None
+        if hint:
+            content = f"{content}\n\n{hint}"
+        meta = _meta(planned, transaction="turn")
+        results.append(ToolResult(planned.call.id, content, planned.call.name, outcome.is_error, meta))
+        events.extend(outcome.events)
+    agent.append(*results, *events)
+    return results
+
+
 async def run_calls(agent: Agent, calls: Sequence[ToolCall]) -> list[ToolResult]:
     """Decide, run and record every call of one reply; the results in call order."""
     allowed: dict[str, int] = {}
@@ -265,6 +292,9 @@ async def run_calls(agent: Agent, calls: Sequence[ToolCall]) -> list[ToolResult]
         agent.append(*refused)
     gate = asyncio.Semaphore(agent.limits.max_parallel)
     runnable = [p for p in plans if p.refusal is None and not p.invalid]
+    turn = _turn_group(agent, runnable)
+    together = _run_turn(agent, turn) if turn else []
+    runnable = [p for p in runnable if p not in turn]
     ran = await asyncio.gather(*(_run_one(agent, p, gate) for p in runnable))
-    by_id: dict[str, ToolResult] = {r.call_id: r for r in [*refused, *ran]}
+    by_id: dict[str, ToolResult] = {r.call_id: r for r in [*refused, *together, *ran]}
     return [by_id[c.id] for c in calls if c.id in by_id]

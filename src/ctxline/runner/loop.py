@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ctxline.context import BUILTIN_TOOLS, Context
 from ctxline.discovery.source import Discovery
@@ -62,6 +62,9 @@ from ctxline.sources.status import StatusConfig
 from ctxline.tools.base import Tool
 from ctxline.view.options import PrepareOptions
 from ctxline.view.prepare import Preparation
+
+if TYPE_CHECKING:
+    from ctxline.environment import Environment
 
 __all__ = ["Agent", "RunResult", "StepResult"]
 
@@ -106,6 +109,7 @@ class Agent:
         discovery: Discovery | None = None,
         skills: Source | None = None,
         memory: Source | None = None,
+        environment: Environment | None = None,
     ) -> None:
         self.model = model
         self.registry = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
@@ -134,7 +138,11 @@ class Agent:
                     f"tools {clash} are both core and discoverable; give each to one of them",
                     field="discovery",
                 )
+        self.environment = environment
+        """Its slots in every view, its actions as ctxline's own tools (docs/environment.md)."""
         extra = [s for s in (discovery, skills, memory) if s is not None]
+        if environment is not None:
+            extra.append(environment.source)
         caps = dict(self.registry.limits())
         if discovery is not None:
             caps |= {n: t.meta.max_calls for n, t in discovery.tools_by_name.items() if t.meta.max_calls}

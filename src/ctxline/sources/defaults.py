@@ -9,9 +9,11 @@ from collections.abc import Sequence
 
 from ctxline.sources.base import Source
 from ctxline.sources.branch import BranchMark, BranchSource
+from ctxline.sources.current import CurrentSource
 from ctxline.sources.dynamic import DynamicSource
 from ctxline.sources.notifications import NotificationSource
 from ctxline.sources.rules import RuleSource
+from ctxline.sources.slots import SnapshotSource
 from ctxline.sources.state import StateSource
 from ctxline.sources.status import StatusConfig
 from ctxline.sources.statusbar import StatusMode, StatusSource
@@ -21,8 +23,9 @@ __all__ = ["default_sources", "history_sources"]
 
 
 def history_sources() -> tuple[Source, ...]:
-    """The built-in sources that render events in history (state, rules, notifications)."""
-    return (StateSource(), RuleSource(), NotificationSource())
+    """The built-in sources that render events in history (state, rules, notifications,
+    environment snapshots)."""
+    return (StateSource(), RuleSource(), NotificationSource(), SnapshotSource())
 
 
 def default_sources(
@@ -33,10 +36,12 @@ def default_sources(
     dynamic: bool = False,
     extra: Sequence[Source] = (),
 ) -> tuple[Source, ...]:
-    """A Context's sources, in order: branch, history, todo, the app's, status, dynamic."""
+    """A Context's sources, in order: branch, history, todo, the app's, status, current
+    values, dynamic."""
     sources: list[Source] = [BranchSource(marks), *history_sources(), TodoSource(), *extra]
     if status is not None and status_mode != "off":
         sources.append(StatusSource(status, status_mode))
+    sources.append(CurrentSource(marks))
     if dynamic:
         sources.append(DynamicSource())
     names = [s.name for s in sources]

@@ -39,6 +39,7 @@ from ctxline.record.events import (
     Reduction,
     RequestHeader,
     Rule,
+    Slot,
     State,
     StatusSnapshot,
     StoredEvent,
@@ -273,6 +274,8 @@ def event_text(event: Event) -> str:
             return event.summary
         case StatusSnapshot():
             return event.text
+        case Slot():
+            return _join(event.name, _json_text(event.value)) if event.value is not None else event.name
         case UnknownEvent():
             return _json_text(event.data)
         case _:

@@ -31,6 +31,7 @@ from ctxline.record.events import (
     Reduction,
     RequestHeader,
     Rule,
+    Slot,
     State,
     StatusSnapshot,
     StoredEvent,
@@ -249,6 +250,7 @@ class RecordFold:
                 | Compaction()
                 | StatusSnapshot()
                 | ModelUsage()
+                | Slot()
                 | UnknownEvent()
             ):
                 pass  # the sources' folds and the history take these

@@ -31,6 +31,7 @@ from ctxline.record.events import (
     Reduction,
     RequestHeader,
     Rule,
+    Slot,
     State,
     StatusSnapshot,
     StoredEvent,
@@ -161,6 +162,9 @@ def summarize(event: Event) -> str:
             return one_line(text)
         case ModelUsage(model=model, input=tokens_in, output=tokens_out):
             return one_line(f"{model}: {tokens_in:,} in, {tokens_out:,} out")
+        case Slot(name=name, op=op, value=value):
+            shown = "" if value is None else " " + json.dumps(value, ensure_ascii=False)
+            return one_line(f"slot {name} {op}{shown}")
         case UnknownEvent(kind=kind):
             return f"{kind} (unknown kind, kept as is)"
         case _:
