@@ -349,3 +349,30 @@ def test_forged_snapshot_and_reduction_events_are_refused_by_the_writer() -> Non
         with pytest.raises(Exception, match="ctxline's own record"):
             ctx.append(event)
     assert [event_to_json(e.event)["kind"] for e in store.read("s")][-1] == "request"
+
+
+def test_an_export_with_the_environment_and_current_values_restores(tmp_path: Path) -> None:
+    # the guide of such a session holds <ctx-env> and <ctx-current>: kinds the restore knows
+    from ctxline.environment import Environment as SlotEnvironment
+    from ctxline.environment import SlotSpec
+
+    db = str(tmp_path / "env.db")
+    store = open_store(db)
+    env = SlotEnvironment([SlotSpec("seat", {"type": "string"})], placement="append")
+    ctx = Context(store, "s", sources=[env.source], clock=_clock())
+    ctx.append(UserMessage("Move me to an aisle seat."))
+    env.set(ctx, "seat", "12C")
+    ctx.append(State("crm/tier", "gold"))
+    ctx.prepare()
+    env.set(ctx, "seat", "14D")
+    ctx.append(State("crm/tier", "platinum"))
+    ctx.prepare()
+    store.close()
+    exported = export(db, "s")
+    guides = [line["text"] for line in _lines(exported) if line["kind"] == "guide"]
+    assert any("<ctx-env>" in g and "<ctx-current>" in g for g in guides)
+    path = tmp_path / "env.jsonl"
+    path.write_bytes(exported)
+    restored = str(tmp_path / "restored.db")
+    ok(["import", str(path), "--db", restored, "--trusted"])
+    assert export(restored, "s") == exported

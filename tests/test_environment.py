@@ -191,7 +191,8 @@ def test_tiers_ttl_and_read_slot() -> None:
 
 def test_discardable_slots_go_first_under_pressure() -> None:
     env = Environment([SlotSpec("scratch", tier="discardable")], builtins=("update_goal",))
-    ctx = make(env, options=PrepareOptions(context_window=3_000, max_output=500))
+    options = PrepareOptions(context_window=3_000, max_output=500, defer=False)  # reduce now
+    ctx = make(env, options=options)
     env.set(ctx, "scratch", "x " * 300)
     for i in range(6):
         ctx.append(UserMessage(f"note {i}: " + "words " * 200))

@@ -35,8 +35,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 
+from ctxline.discovery.source import REVEALED_KIND
 from ctxline.errors import ValidationError
 from ctxline.importers import ImportedSession
+from ctxline.memory.source import MEMORY_KIND
 from ctxline.record.events import (
     OWN_KINDS,
     Event,
@@ -51,8 +53,11 @@ from ctxline.record.events import (
     Tools,
     UserMessage,
 )
+from ctxline.runner.jobs import JOBS_KIND
+from ctxline.sources.current import CURRENT_KIND
 from ctxline.sources.dynamic import DYNAMIC_KIND
 from ctxline.sources.guide import CORE_KINDS, GUIDE_HEADING, GUIDE_INTRO, MessageKind, guide_version
+from ctxline.sources.slots import ENV_KIND
 from ctxline.sources.status import STATUS_KIND
 from ctxline.sources.status_check import StatusChecker
 from ctxline.sources.timectx import TIME_KIND, TimeReading
@@ -66,9 +71,16 @@ KNOWN_KINDS: tuple[MessageKind, ...] = (
     STATUS_KIND,
     TIME_KIND,
     DYNAMIC_KIND,
+    CURRENT_KIND,
+    ENV_KIND,
+    MEMORY_KIND,
+    REVEALED_KIND,
+    JOBS_KIND,
     *COMPACTION_KINDS,
 )
-"""The message kinds whose guide lines a restored guide may hold."""
+"""The message kinds whose guide lines a restored guide may hold: every fixed one ctxline
+defines. The skills line is not among them: its catalog is the app's skills directory, which
+an export does not carry, so a guide holding it is refused rather than taken on trust."""
 
 _SHA = re.compile(r"sha256:[0-9a-f]{64}")
 _TOOL_KEYS = frozenset({"name", "description", "parameters"})
