@@ -24,6 +24,7 @@ from ctxline.cost import (
 from ctxline.errors import ValidationError
 from ctxline.view.budget import BudgetInputs, plan_edits, should_wait
 from ctxline.view.candidates import Candidate
+from ctxline.view.options import PrepareOptions
 
 OPENAI_STYLE = CachePricing(0.1, 1.0)
 ANTHROPIC_STYLE = CachePricing(0.1, 1.25)
@@ -161,3 +162,21 @@ def test_ski_rental_waits_until_the_rent_reaches_the_rewrite() -> None:
     # a dearer cached read makes waiting dearer: it reduces sooner
     dear = BudgetInputs(CachePricing(0.5, 1.0), 10, 100.0, 8_000, excess=5_000, waited=2)
     assert should_wait(dear, total=8_000, target=6_000)[0] is False
+
+
+def test_a_heavier_reduction_price_waits_longer() -> None:
+    # buy = weight (w - a) target: 5,400 at weight 1, 16,200 at weight 3; rent = 0.1 x 62,000
+    inputs = BudgetInputs(OPENAI_STYLE, 10, 100.0, 8_000, excess=60_000, waited=30)
+    assert should_wait(inputs, total=8_000, target=6_000)[0] is False
+    wait, report = should_wait(inputs, total=8_000, target=6_000, weight=3.0)
+    assert wait
+    assert report.buy == round(3 * 0.9 * 6_000)
+
+
+def test_reduce_weight_is_checked_and_old_headers_weigh_the_plain_rewrite() -> None:
+    with pytest.raises(ValidationError, match="reduce_weight"):
+        PrepareOptions(reduce_weight=0.5)
+    logged = PrepareOptions().to_json()
+    assert PrepareOptions.from_json(logged).reduce_weight == 3.0
+    del logged["reduce_weight"]
+    assert PrepareOptions.from_json(logged).reduce_weight == 1.0

@@ -210,6 +210,12 @@ def _print_summary(summary: dict[str, Any], db: str) -> None:
     for key, value in summary.items():
         if key == "options":
             continue
+        if key == "pricing" and isinstance(value, dict):  # one short line: cache read / write
+            key, value = "pricing (read/write)", ", ".join(
+                f"{style} {p.get('cache_read')}/{p.get('cache_write')}"
+                for style, p in value.items()
+                if isinstance(p, dict)
+            )
         shown = (
             json.dumps(value)
             if isinstance(value, dict)

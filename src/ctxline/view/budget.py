@@ -118,18 +118,21 @@ def room_price(rewritten: float, room: float, pricing: CachePricing) -> float:
     return rewrite_cost(rewritten, pricing) / max(room, 1.0)
 
 
-def should_wait(inputs: BudgetInputs, *, total: int, target: int) -> tuple[bool, CostReport]:
-    """Over the pressure line: wait while the reads waiting costs stay under the rewrite.
+def should_wait(
+    inputs: BudgetInputs, *, total: int, target: int, weight: float = 1.0
+) -> tuple[bool, CostReport]:
+    """Over the pressure line: wait while the reads waiting costs stay under the buy price.
 
     Rent: ``alpha (T - target)`` per step kept over the line (this one included); buy:
-    ``(w - alpha) target``, what a reduction to the target re-processes. Waiting until
-    the rent paid equals the buy price costs at most twice the better of reducing at
-    once and never reducing (the ski-rental rule), and a session that ends first never
-    pays the rewrite.
+    ``weight (w - alpha) target``, what a reduction to the target re-processes, weighted
+    for what else it costs (a cache break, the room given up under the limit;
+    ``PrepareOptions.reduce_weight``). Waiting until the rent paid equals the buy price
+    costs at most twice the better of reducing at once and never reducing (the
+    ski-rental rule), and a session that ends first never pays the rewrite.
     """
     pricing = inputs.pricing
     rent = wait_cost(inputs.excess + max(0, total - target), pricing)
-    buy = rewrite_cost(target, pricing)
+    buy = weight * rewrite_cost(target, pricing)
     wait = rent < buy
     return wait, CostReport(
         "wait" if wait else "reduce",

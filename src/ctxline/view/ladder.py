@@ -251,7 +251,9 @@ def run_ladder(r: Reducer, rungs: Sequence[Rung], config: LadderConfig) -> None:
         _edit_under_pressure(r)
         return
     if opts.defer and r.total <= limit:
-        wait, report = should_wait(r.budget, total=r.total, target=opts.target_line)
+        wait, report = should_wait(
+            r.budget, total=r.total, target=opts.target_line, weight=opts.reduce_weight
+        )
         r.decide(report)
         if wait:
             return

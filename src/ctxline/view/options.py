@@ -76,14 +76,20 @@ class PrepareOptions:
     cache_write: float | None = None
     """Price of an input token written to the cache, as a share of a normal one (1.25 for
     Anthropic's 5-minute cache; None: from the model or the provider, as ``cache_read``)."""
-    edit_gain: float | None = 3.0
+    edit_gain: float | None = 5.0
     """Under the pressure line the view is edited (folds, trims) only when the edit is
     expected to save, over the coming steps, at least this many times what re-sending the
     whole request uncached costs (docs/budget.md: few, large edits; 1 makes them as soon
     as they pay). None: never under the pressure line."""
     defer: bool = True
     """Over the pressure line (and under the input limit), wait while the extra cache reads
-    of waiting cost less than the reduction's rewrite (ski rental, docs/budget.md)."""
+    of waiting cost less than the reduction's price (ski rental, docs/budget.md)."""
+    reduce_weight: float = 3.0
+    """The ski rental's price of a reduction, in rewrites of the target: besides the
+    rewrite itself, a reduction before the limit breaks the cache (a slow first token)
+    and gives up the room left under the limit, so the next reduction comes sooner
+    (docs/budget.md: 3 takes mini-swe-agent from 1.45 to 1.1 cache breaks per 100 steps
+    for 7 % more billed input; 1 is the plain rewrite)."""
 
     def __post_init__(self) -> None:
         if self.provider not in ("openai", "anthropic"):
@@ -113,6 +119,8 @@ class PrepareOptions:
             raise ValidationError("cache_read must be within [0, 1]", field="cache_read")
         if self.cache_write is not None and self.cache_write < 1:
             raise ValidationError("cache_write must be >= 1", field="cache_write")
+        if not self.reduce_weight >= 1:
+            raise ValidationError("reduce_weight must be >= 1", field="reduce_weight")
         if self.edit_gain is not None and self.edit_gain < 0:
             raise ValidationError("edit_gain must be >= 0 or None", field="edit_gain")
 
@@ -150,10 +158,12 @@ class PrepareOptions:
     def from_json(cls, data: Mapping[str, JsonValue]) -> PrepareOptions:
         """Options from a logged header. A header from before the fresh limit (no
         ``fresh_tokens``) showed every result over the offload limit as a preview at once:
-        ``fresh_tokens=0`` renders it that way again."""
+        ``fresh_tokens=0`` renders it that way again; one from before ``reduce_weight``
+        weighed a reduction as its plain rewrite (1)."""
         known = set(cls.__dataclass_fields__)
         values = {k: v for k, v in data.items() if k in known}
         values.setdefault("fresh_tokens", 0)
+        values.setdefault("reduce_weight", 1.0)
         return cls(**values)
 
 
