@@ -161,7 +161,8 @@ def test_a_run_stopped_by_the_turn_cap_resumes_with_a_higher_cap(tmp_path: Path)
     result = more.resume()
     assert result.stop_reason == "final"
     assert result.turns == 5
-    assert counter.read_text().split() == ["c1", "c2", "c3", "c4", "c5"]
+    ran = counter.read_text().split()  # c3 and c4 are one batch, run side by side
+    assert (ran[:2], sorted(ran[2:4]), ran[4:]) == (["c1", "c2"], ["c3", "c4"], ["c5"])
     assert sum(isinstance(e.event, UserMessage) for e in store.read("cap")) == 1
 
 
