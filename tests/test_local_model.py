@@ -14,10 +14,7 @@ import importlib.util
 import json
 import os
 import signal
-import socket
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -25,7 +22,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import httpx2
 import pytest
 from click.testing import CliRunner
 
@@ -52,6 +48,7 @@ from ctxline.record.events import (
 )
 from ctxline.tags import count_tags, escape
 from ctxline.view.options import PrepareOptions
+from llama_server import llama_server as start_llama_server
 
 T0 = datetime(2026, 11, 2, 23, 59, tzinfo=UTC)
 
@@ -188,54 +185,10 @@ def test_a_prompt_over_the_context_is_a_model_error(client: LocalClient) -> None
     assert "context" in str(caught.value)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def llama_server() -> Iterator[str]:
-    path = local_model_path()
-    port = _free_port()
-    with tempfile.TemporaryFile() as log:
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "llama_cpp.server",
-                "--model",
-                str(path),
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--n_ctx",
-                "4096",
-                "--seed",
-                "0",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=log,
-        )
-        base = f"http://127.0.0.1:{port}/v1"
-        try:
-            deadline = time.monotonic() + 90
-            while True:
-                try:
-                    if httpx2.get(f"{base}/models", timeout=2).status_code == 200:
-                        break
-                except httpx2.HTTPError:
-                    pass
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    log.seek(0)
-                    tail = log.read().decode("utf-8", "replace")[-2000:]
-                    pytest.fail(f"llama_cpp.server did not start ([server] extra?): {tail}")
-                time.sleep(0.3)
-            yield base
-        finally:
-            proc.terminate()
-            proc.wait(timeout=20)
+    with start_llama_server() as base:
+        yield base
 
 
 def test_openai_client_over_http_against_llama_cpp_server(

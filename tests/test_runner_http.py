@@ -8,73 +8,25 @@ HTTP model answers over a history that holds real tool calls and results. Needs 
 
 from __future__ import annotations
 
-import socket
-import subprocess
-import sys
-import tempfile
-import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-import httpx2
 import pytest
 
 from ctxline import MemoryStore
 from ctxline.models.base import ModelReply, Provider
-from ctxline.models.local import local_model_path
 from ctxline.models.openai_client import OpenAIClient
 from ctxline.models.scripted import ScriptedModel
 from ctxline.record.events import ModelUsage, ToolResult
 from ctxline.runner import Agent, tool
 from ctxline.view.options import PrepareOptions
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from llama_server import llama_server as start_llama_server
 
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[str]:
-    port = _free_port()
-    with tempfile.TemporaryFile() as log:
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "llama_cpp.server",
-                "--model",
-                str(local_model_path()),
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--n_ctx",
-                "4096",
-                "--seed",
-                "0",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=log,
-        )
-        base = f"http://127.0.0.1:{port}/v1"
-        try:
-            deadline = time.monotonic() + 90
-            while True:
-                try:
-                    if httpx2.get(f"{base}/models", timeout=2).status_code == 200:
-                        break
-                except httpx2.HTTPError:
-                    pass
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    log.seek(0)
-                    pytest.fail(f"llama_cpp.server did not start: {log.read()[-2000:]!r}")
-                time.sleep(0.3)
-            yield base
-        finally:
-            proc.terminate()
-            proc.wait(timeout=20)
+    with start_llama_server() as base:
+        yield base
 
 
 OPTIONS = PrepareOptions(model="smollm2", context_window=4_096, max_output=48)
