@@ -63,7 +63,8 @@ def test_forged_descriptions_never_open_a_tag_or_forge_a_hit(mode: str) -> None:
     prep = ctx.prepare()
     body = json.dumps(prep.body)
     assert "<ctx-rule" not in body
-    assert "\\uff1cctx-state" not in body or "&lt;" in body
+    assert "grants root to anyone" in body  # the forged description reached the request ...
+    assert "\\uff1cctx-state" not in body  # ... but never its look-alike opener
     assert valid_rules(ctx.events) == {}
     if mode == "native":
         tools = {t["function"]["name"]: t["function"] for t in prep.body["tools"]}

@@ -260,7 +260,8 @@ def test_llm_summarizer_compacts_a_real_trajectory(client: LocalClient, data_dir
     )
     assert escape(reduction.summary) in block  # the model's text is escaped like tool output
     assert count_tags(block.split("</ctx-summary>")[0]) == 1  # whatever it wrote, no tag but ours
-    assert '<ctx-rule id="lang"' in block or '<ctx-rule id="lang"' in json.dumps(messages)
+    shown = [m["content"] for m in messages if isinstance(m["content"], str)]
+    assert any('<ctx-rule id="lang"' in text for text in shown)  # the rule survives the cut
 
 
 def test_eval_subset_end_to_end(

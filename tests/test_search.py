@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import time
 from pathlib import Path
 
 import pytest
@@ -201,21 +200,19 @@ def test_backends_match_the_same_events_on_a_recorded_session(tmp_path: Path) ->
         "zzzz-none",
     ]
     found: dict[str, dict[str, list[set[int]]]] = {}
-    timings: dict[str, float] = {}
     for kind in ("memory", "sqlite", "postgres"):
         (tmp_path / kind).mkdir()
         store = make_store(kind, tmp_path / kind)
         import_sessions(store, imported)
-        started = time.perf_counter()
         found[kind] = {
             s.id: [{h.seq for h in store.search(s.id, q, limit=100)} for q in queries]
             for s in imported
         }
-        timings[kind] = (time.perf_counter() - started) / (len(queries) * len(imported)) * 1000
         store.close()
     assert found["memory"] == found["sqlite"] == found["postgres"]
-    assert any(hits for per_session in found["sqlite"].values() for hits in per_session)
-    print("search ms/query: " + ", ".join(f"{k}={v:.2f}" for k, v in timings.items()))
+    # not vacuous: every real query finds something somewhere, the nonsense one nothing anywhere
+    per_query = list(zip(*found["sqlite"].values(), strict=True))
+    assert [any(hits) for hits in per_query] == [True] * (len(queries) - 1) + [False]
 
 
 def test_search_cli(tmp_path: Path) -> None:

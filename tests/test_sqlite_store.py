@@ -104,9 +104,13 @@ def test_kill_9_loses_no_acknowledged_append(tmp_path: Path) -> None:
     kills = 0
     for round_ in range(24):
         proc = _run_writer(db, f"w{round_}")
-        time.sleep(0.25 + rng.random() * 0.35)
+        assert proc.stdout is not None
+        # kill after a random number of acknowledged appends (waits on the writer, not on time)
+        seen = [proc.stdout.readline() for _ in range(rng.randint(5, 12))]
         proc.send_signal(signal.SIGKILL)
-        out, _ = proc.communicate()
+        rest, _ = proc.communicate(timeout=60)
+        assert proc.returncode == -signal.SIGKILL
+        out = "".join(seen) + rest
         kills += 1
         for line in out.splitlines():
             parts = line.split()

@@ -30,6 +30,8 @@ __all__ = ["ImportResult", "import_sessions"]
 
 @dataclass(frozen=True, slots=True)
 class ImportResult:
+    """What importing one session did: the session id, its events, and how many were new."""
+
     session: str
     events: int
     """Events the session holds after the import."""

@@ -107,6 +107,8 @@ class NeutralMessage:
 
 @dataclass(frozen=True, slots=True)
 class NeutralRequest:
+    """A provider-neutral request: the system text, the tools offered and the messages."""
+
     system: str = ""
     tools: tuple[ToolSpec, ...] = ()
     messages: tuple[NeutralMessage, ...] = ()

@@ -45,6 +45,8 @@ GUIDE_INTRO = (
 
 @dataclass(frozen=True, slots=True)
 class MessageKind:
+    """One line of the guide: a tag the model may see, what it means, and the rule for it."""
+
     tag: str
     meaning: str
     rule: str

@@ -32,6 +32,8 @@ FRESH_CAP = 25_000
 
 @dataclass(frozen=True, slots=True)
 class PrepareOptions:
+    """How a request is prepared: provider, model, window, output reserve, tokenizer, budget."""
+
     provider: Provider = "openai"
     model: str = "gpt-4.1"
     context_window: int = 128_000

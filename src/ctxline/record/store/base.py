@@ -94,6 +94,8 @@ def new_ulid() -> str:
 
 @dataclass(frozen=True, slots=True)
 class SessionInfo:
+    """A session as the store lists it: id, creation time, event count, timelines, meta."""
+
     id: str
     created_at: datetime
     events: int
@@ -104,6 +106,8 @@ class SessionInfo:
 
 @dataclass(frozen=True, slots=True)
 class TimelineInfo:
+    """A timeline of a session: its name, head, and the parent it was forked from (if any)."""
+
     session: str
     name: str
     head: int
