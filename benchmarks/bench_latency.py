@@ -124,12 +124,30 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--sizes", default="250,500,1000,2000")
-    parser.add_argument("--data", default=None)
+    parser.add_argument(
+        "--data",
+        default=None,
+        help="folder of recorded sessions (default: $CTXLINE_SHARED_DATA, else ../shared/data, "
+        "else the bundled examples/data, said on stderr and in the JSON)",
+    )
     args = parser.parse_args()
-    root = Path(args.data or os.environ.get("CTXLINE_SHARED_DATA", REPO.parent / "shared" / "data"))
-    if not root.is_dir():
-        root = REPO / "examples" / "data"
-    out: dict[str, Any] = {"benchmark": "prepare_latency_sqlite", "data": str(root), "replays": {}}
+    if args.data is not None:
+        root = Path(args.data)
+        if not root.is_dir():
+            parser.error(f"--data {args.data}: no such folder")
+        source = "--data"
+    else:
+        root = Path(os.environ.get("CTXLINE_SHARED_DATA", REPO.parent / "shared" / "data"))
+        source = "CTXLINE_SHARED_DATA" if "CTXLINE_SHARED_DATA" in os.environ else "../shared/data"
+        if not root.is_dir():
+            print(f"bench_latency: {root} not found; running on the bundled examples/data", file=sys.stderr)
+            root, source = REPO / "examples" / "data", "examples/data (fallback)"
+    out: dict[str, Any] = {
+        "benchmark": "prepare_latency_sqlite",
+        "data": str(root),
+        "data_source": source,
+        "replays": {},
+    }
     with tempfile.TemporaryDirectory(prefix="ctxline-latency-") as name:
         tmp = Path(name)
         for folder in sorted(p for p in root.iterdir() if p.is_dir()):
