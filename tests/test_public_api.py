@@ -100,3 +100,23 @@ def test_every_module_has_an_all_list_of_real_names_and_a_docstring() -> None:
 def test_optional_modules_are_real() -> None:
     for name in _OPTIONAL:
         assert name in _modules()
+
+
+def test_every_error_class_is_exported_and_in_the_documented_tree() -> None:
+    import ctxline.environment  # its two errors are documented in the tree too
+    from ctxline.errors import CtxlineError
+
+    def subclasses(cls: type) -> list[type]:
+        found: list[type] = []
+        for sub in cls.__subclasses__():
+            found += [sub, *subclasses(sub)]
+        return found
+
+    errors = {c for c in subclasses(CtxlineError) if c.__module__.startswith("ctxline")}
+    assert {"ContextOverflow", "StorageError", "ModelError"} <= {c.__name__ for c in errors}
+    tree = ctxline.errors.__doc__ or ""
+    assert [c.__name__ for c in errors if c.__name__ not in tree] == []
+    outside = {c for c in errors if c.__module__.startswith("ctxline.environment")}
+    assert {c.__name__ for c in outside} <= set(ctxline.environment.__all__)
+    assert sorted(c.__name__ for c in errors - outside if c.__name__ not in ctxline.__all__) == []
+    assert "Source" in ctxline.__all__

@@ -18,7 +18,9 @@ from ctxline.context import Context, rebuild_request
 from ctxline.discovery import Catalog, Discovery, load_catalog
 from ctxline.errors import (
     BlobError,
+    CompactionError,
     Conflict,
+    ContextOverflow,
     CtxlineError,
     DuplicateEventId,
     IntegrityError,
@@ -31,6 +33,8 @@ from ctxline.errors import (
 from ctxline.importers import FORMATS, ImportedSession, detect_format, load
 from ctxline.importers.ingest import ImportResult, import_sessions
 from ctxline.memory import Memory
+from ctxline.models.base import MissingExtra, ModelError
+from ctxline.models.summarizer import SummaryFailed
 from ctxline.record.blobs import BlobStore
 from ctxline.record.codec import canonical_json, event_to_json
 from ctxline.record.events import (
@@ -59,6 +63,7 @@ from ctxline.record.store import (
     MemoryStore,
     SessionInfo,
     SQLiteStore,
+    StorageError,
     Store,
     TimelineInfo,
     open_store,
@@ -72,6 +77,7 @@ from ctxline.render import (
     to_openai,
 )
 from ctxline.skills import Skills
+from ctxline.sources.base import Source
 from ctxline.sources.branch import BranchMark
 from ctxline.sources.guide import GuideRegistry, MessageKind
 from ctxline.sources.rules import valid_rules
@@ -91,8 +97,10 @@ __all__ = [
     "BranchMark",
     "Catalog",
     "Compaction",
+    "CompactionError",
     "Conflict",
     "Context",
+    "ContextOverflow",
     "CtxlineError",
     "Discovery",
     "DuplicateEventId",
@@ -105,6 +113,8 @@ __all__ = [
     "Memory",
     "MemoryStore",
     "MessageKind",
+    "MissingExtra",
+    "ModelError",
     "ModelUsage",
     "NeutralMessage",
     "NeutralRequest",
@@ -118,10 +128,13 @@ __all__ = [
     "SQLiteStore",
     "SessionInfo",
     "Skills",
+    "Source",
     "State",
     "StepInputs",
+    "StorageError",
     "Store",
     "StoredEvent",
+    "SummaryFailed",
     "SystemMessage",
     "TimelineInfo",
     "Todo",

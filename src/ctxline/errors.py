@@ -1,7 +1,33 @@
 """The typed errors ctxline raises.
 
 Every error names what is wrong — the file, line, field, id or zone — so the CLI can
-print it as one line and exit 2. They all derive from :class:`CtxlineError`.
+print it as one line and exit 2. They all derive from :class:`CtxlineError`; catch that
+to catch any of them. The tree (each importable from ``ctxline``, except the two of the
+environment, importable from ``ctxline.environment``):
+
+    CtxlineError
+    ├── ValidationError (also a ValueError)   bad input: file, line, field
+    │   └── UnknownSlot (also a KeyError)     environment: a slot that is not declared
+    ├── Conflict                              an append whose expected head moved
+    ├── DuplicateEventId                      an event id stored with other content
+    ├── PairingError                          a tool call without its result, or the reverse
+    ├── UnknownSession / UnknownTimeline      no such session or timeline
+    ├── IntegrityError                        a stored row or chain that does not verify
+    ├── BlobError                             a saved output that is missing or damaged
+    ├── ContextOverflow                       required content alone exceeds the input limit
+    ├── CompactionError                       a compaction that failed or saved too little
+    ├── TokenizerUnavailable                  a tokenizer that cannot be loaded offline
+    ├── StorageError                          the database refused (disk full, read-only, lock)
+    ├── ModelError                            a model call failed (transport, provider, reply)
+    ├── MissingExtra (also an ImportError)    an optional SDK is missing: names the extra
+    ├── SummaryFailed                         the summarizer gave no usable summary
+    └── Rejected                              environment: a policy or validator refused
+
+    from ctxline import CtxlineError
+    try:
+        ctx.prepare()
+    except CtxlineError as exc:
+        print(exc)  # one line that names what is wrong
 """
 
 from __future__ import annotations

@@ -40,7 +40,7 @@ from ctxline.environment.env import APP, Environment, Rejected
 from ctxline.environment.placement import PlacementDecision, decide_placement
 from ctxline.environment.slots import POLICIES, TIERS, SlotSpec, SlotValue
 from ctxline.environment.source import ENV_KIND, EnvFold, EnvironmentSource, environment_meta
-from ctxline.environment.state import Constraint, EnvState
+from ctxline.environment.state import Constraint, EnvState, UnknownSlot
 from ctxline.environment.transaction import Outcome, Rollback, Tx
 
 __all__ = [
@@ -68,6 +68,7 @@ __all__ = [
     "SlotSpec",
     "SlotValue",
     "Tx",
+    "UnknownSlot",
     "allowed_tools_choice",
     "decide_placement",
     "environment_meta",
