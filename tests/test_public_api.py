@@ -108,7 +108,8 @@ def test_every_error_class_is_exported_and_in_the_documented_tree() -> None:
 
     def subclasses(cls: type) -> list[type]:
         found: list[type] = []
-        for sub in cls.__subclasses__():
+        subs: list[type] = cls.__subclasses__()
+        for sub in subs:
             found += [sub, *subclasses(sub)]
         return found
 
