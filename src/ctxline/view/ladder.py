@@ -202,7 +202,6 @@ def _plan(r: Reducer, goal: Goal, *, estimate: bool = False) -> Reduction | None
             previous_upto=compact_in_force.upto_seq if compact_in_force is not None else 0,
             summarizer=r.summarizer,
             keep_users=not last,
-            ceiling=int(limit * (cfg.last_resort_compact_target if last else opts.target)),
             users=users,
             lines=lines,
             prefix=prefix,

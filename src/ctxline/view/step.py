@@ -153,11 +153,12 @@ class _Step:
 
     def render(self) -> Preparation:
         self.sync_guide()
-        extra = [*self.notes]
+        extra: list[Action] = []  # in the ladder's order: rung 2, then rung 3
         if self.dropped:
-            extra.insert(0, Action("drop_dynamic", items=tuple(self.dropped)))
+            extra.append(Action("drop_dynamic", items=tuple(self.dropped)))
         if self.tools_dropped:
-            extra.insert(0, Action("drop_tools", items=self.tools_dropped))
+            extra.append(Action("drop_tools", items=self.tools_dropped))
+        extra.extend(self.notes)
         self.prep = render_step(
             self.cache,
             self.setup.view,

@@ -1,0 +1,228 @@
+"""Mechanisms of the view that must hold on a Context AND inside an Agent run (issue 21 §1).
+
+Each is checked through ``Context.prepare`` and through ``Agent.run`` with a scripted
+model: results marked not trimmable (and failed ones) are never trimmed, offloaded or
+folded; a stand-in never names ``read_result`` when that tool is not offered; the
+report lists the rungs in the order the ladder runs them.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+from conftest import FakeClock, counter_ids
+from ctxline.context import Context
+from ctxline.models.scripted import ScriptedModel
+from ctxline.record.events import AssistantMessage, Reduction, ToolCall, ToolResult, UserMessage
+from ctxline.record.store import MemoryStore
+from ctxline.render.neutral import ToolSpec
+from ctxline.runner import Agent, tool
+from ctxline.sources.base import DynamicItem
+from ctxline.tokens.counters import get_counter
+from ctxline.view.compaction import plan_compaction
+from ctxline.view.options import PrepareOptions
+
+BYTES = get_counter("bytes/4")
+BASH = ToolSpec(
+    "bash", "Run a command.", {"type": "object", "properties": {"command": {"type": "string"}}}
+)
+
+
+def _output(i: int, lines: int = 40) -> str:
+    return "".join(f"output {i} line {n} " + "z" * 60 + "\n" for n in range(lines))
+
+
+def _ctx(**kw: Any) -> Context:
+    options = PrepareOptions(
+        tokenizer="bytes/4", context_window=12_000, max_output=1_000, edit_gain=0.0
+    )
+    store = MemoryStore(clock=FakeClock(), new_id=counter_ids())
+    return Context(store, "s", options=options, counter=BYTES, **kw)
+
+
+def _edited(ctx: Context) -> set[int]:
+    """Seqs any trim or fold of the record touched."""
+    seqs: set[int] = set()
+    for e in ctx.events:
+        if isinstance(e.event, Reduction) and e.event.action in ("trim", "fold"):
+            seqs.update(e.event.seqs)
+            seqs.update(int(k) for k in e.event.refs)
+    return seqs
+
+
+def _results(ctx: Context) -> dict[int, ToolResult]:
+    return {e.seq: e.event for e in ctx.events if isinstance(e.event, ToolResult)}
+
+
+# --- 1. trimmable=False and failed results are kept whole ------------------------------
+
+
+def test_a_result_marked_not_trimmable_and_a_failed_one_are_never_edited_on_a_context() -> None:
+    ctx = _ctx()
+    ctx.append(UserMessage("audit"))
+    for i in range(14):
+        call = ToolCall(f"c{i}", "bash", {"command": f"cat f{i}"})
+        meta: dict[str, Any] = {"trimmable": False} if i % 4 == 0 else {}
+        ctx.append(
+            AssistantMessage("", (call,)),
+            ToolResult(f"c{i}", _output(i), meta=meta, is_error=i == 3),
+        )
+        ctx.prepare()
+    results = _results(ctx)
+    kept = {seq for seq, r in results.items() if r.meta.get("trimmable") is False or r.is_error}
+    assert _edited(ctx), "the ladder made no edit: the test is not under pressure"
+    assert not kept & _edited(ctx)
+    shown = {vm.message.seq: vm.message.text for vm in ctx.view()}
+    for seq in kept:
+        assert shown[seq] == results[seq].content  # whole, as recorded
+
+
+def test_the_fresh_preview_leaves_a_result_marked_not_trimmable_whole() -> None:
+    ctx = _ctx()
+    big = _output(1, 400)  # far over the fresh limit
+    call = ToolCall("c1", "bash", {"command": "cat big"})
+    ctx.append(
+        UserMessage("read"),
+        AssistantMessage("", (call,)),
+        ToolResult("c1", big, meta={"trimmable": False}),
+    )
+    last = ctx.prepare(
+        options=PrepareOptions(tokenizer="bytes/4", context_window=60_000, max_output=1_000)
+    )
+    assert last.body["messages"][-1]["content"] == big
+
+
+@tool(trimmable=False)
+def read_spec(part: int) -> str:
+    """Read a part of the specification (it must stay whole in the view).
+
+    Args:
+        part: Which part.
+    """
+    return _output(100 + part, 30)
+
+
+@tool
+def read_log(part: int) -> str:
+    """Read a part of the log.
+
+    Args:
+        part: Which part.
+    """
+    return _output(part, 30)
+
+
+def _script(n: int) -> list[dict[str, Any]]:
+    replies: list[dict[str, Any]] = []
+    for i in range(n):
+        name = "read_spec" if i % 3 == 0 else "read_log"
+        replies.append({"tool_calls": [{"id": f"c{i}", "name": name, "arguments": {"part": i}}]})
+    replies.append({"text": "done"})
+    return replies
+
+
+def test_tool_trimmable_false_is_honoured_by_the_ladder_in_an_agent_run() -> None:
+    options = PrepareOptions(context_window=30_000, max_output=1_000, edit_gain=0.0)
+    agent = Agent(
+        ScriptedModel(_script(14)),
+        [read_spec, read_log],
+        store=MemoryStore(),
+        session="r",
+        options=options,
+    )
+    result = agent.run("read everything")
+    assert result.stop_reason == "final"
+    ctx = agent.ctx
+    results = _results(ctx)
+    spec = {seq for seq, r in results.items() if r.name == "read_spec"}
+    assert spec
+    assert all(results[s].meta.get("trimmable") is False for s in spec)
+    assert _edited(ctx) - spec, "nothing was trimmed: the run is not under pressure"
+    assert not spec & _edited(ctx)
+    shown = {vm.message.seq: vm.message.text for vm in ctx.view()}
+    assert all(shown[s] == results[s].content for s in spec if s in shown)
+
+
+# --- 2. a stand-in never points at a tool that is not offered ----------------------------
+
+
+def _pressured(ctx: Context) -> str:
+    ctx.append(UserMessage("audit"))
+    for i in range(14):
+        call = ToolCall(f"c{i}", "bash", {"command": f"cat f{i}"})
+        ctx.append(AssistantMessage("", (call,)), ToolResult(f"c{i}", _output(i)))
+        prep = ctx.prepare()
+    return "\n".join(str(m.get("content")) for m in prep.body["messages"])
+
+
+def test_stubs_name_read_result_only_when_it_is_offered() -> None:
+    offered = _ctx()
+    offered.set_tools([BASH])
+    text = _pressured(offered)
+    assert "older output trimmed" in text
+    assert 'read_result(handle="' in text
+    bare = _ctx(builtin_tools=())
+    bare.set_tools([BASH])
+    text = _pressured(bare)
+    assert "older output trimmed" in text
+    assert "read_result" not in text
+    assert "no tool in this request reads it back" in text
+    assert [t["function"]["name"] for t in bare.prepare().body["tools"]] == ["bash"]
+
+
+def test_a_preview_without_any_tools_offered_names_no_tool() -> None:
+    ctx = _ctx(builtin_tools=())
+    call = ToolCall("c1", "bash", {"command": "cat big"})
+    ctx.append(
+        UserMessage("read"), AssistantMessage("", (call,)), ToolResult("c1", _output(1, 400))
+    )
+    shown = ctx.prepare().body["messages"][-1]["content"]
+    assert shown.startswith("[output shown as a preview")
+    assert "read_result" not in shown
+    assert "read_result" not in ctx.rebuild(1).decode()
+
+
+def test_an_agent_without_builtin_tools_gets_no_stub_that_names_read_result() -> None:
+    options = PrepareOptions(context_window=30_000, max_output=1_000, edit_gain=0.0)
+    agent = Agent(
+        ScriptedModel(_script(14)),
+        [read_log, read_spec],
+        store=MemoryStore(),
+        session="b",
+        options=options,
+        builtin_tools=(),
+    )
+    assert agent.run("read everything").stop_reason == "final"
+    bodies = [body.decode() for body in (agent.ctx.rebuild(s) for s in range(1, 16))]
+    assert any("older output trimmed" in b for b in bodies)
+    assert not any("read_result" in b for b in bodies)
+
+
+# --- 7. the report lists the rungs in the ladder's order; no dead parameter --------------
+
+
+def test_the_report_lists_drop_dynamic_before_drop_tools() -> None:
+    items = [DynamicItem(f"d{i}", "note " * 200, priority=i) for i in range(3)]
+    options = PrepareOptions(
+        tokenizer="bytes/4", context_window=12_000, max_output=1_000, defer=False
+    )
+    store = MemoryStore(clock=FakeClock(), new_id=counter_ids())
+    ctx = Context(store, "s", options=options, counter=BYTES, dynamic=lambda: items)
+    optional = [ToolSpec(f"extra_{i}", "x " * 300, {"type": "object"}) for i in range(4)]
+    ctx.set_tools([BASH, *optional], optional=[t.name for t in optional])
+    ctx.append(UserMessage("audit"))
+    actions: list[str] = []
+    for i in range(14):
+        call = ToolCall(f"c{i}", "bash", {"command": f"cat f{i}"})
+        ctx.append(AssistantMessage("", (call,)), ToolResult(f"c{i}", _output(i)))
+        names = [a["action"] for a in ctx.prepare().report.to_json()["actions"]]
+        if "drop_dynamic" in names and "drop_tools" in names:
+            actions = names
+            break
+    assert actions, "no step dropped both"
+    assert actions.index("drop_dynamic") < actions.index("drop_tools")
+
+
+def test_plan_compaction_takes_no_ceiling() -> None:
+    assert "ceiling" not in inspect.signature(plan_compaction).parameters
