@@ -226,3 +226,35 @@ def test_the_report_lists_drop_dynamic_before_drop_tools() -> None:
 
 def test_plan_compaction_takes_no_ceiling() -> None:
     assert "ceiling" not in inspect.signature(plan_compaction).parameters
+
+
+# --- 3. a forced tool is in the request even after rung 3 dropped it ---------------------
+
+
+def test_a_tool_choice_brings_back_a_schema_the_ladder_dropped() -> None:
+    options = PrepareOptions(
+        tokenizer="bytes/4", context_window=12_000, max_output=1_000, defer=False
+    )
+    ctx = Context(MemoryStore(clock=FakeClock(), new_id=counter_ids()), "s", options=options, counter=BYTES)
+    optional = [ToolSpec(f"extra_{i}", "x " * 300, {"type": "object"}) for i in range(4)]
+    ctx.set_tools([BASH, *optional], optional=[t.name for t in optional])
+    ctx.append(UserMessage("audit"))
+    dropped: list[str] = []
+    for i in range(14):
+        call = ToolCall(f"c{i}", "bash", {"command": f"cat f{i}"})
+        ctx.append(AssistantMessage("", (call,)), ToolResult(f"c{i}", _output(i)))
+        prep = ctx.prepare()
+        drops = [a for a in prep.report.to_json()["actions"] if a["action"] == "drop_tools"]
+        if drops:
+            dropped = list(drops[0]["items"])  # type: ignore[arg-type]
+            break
+    assert dropped, "rung 3 never ran"
+    forced = dropped[0]
+    names = [t["function"]["name"] for t in ctx.prepare().body["tools"]]
+    assert forced not in names  # the cut stays while the app offers the same set
+    prep = ctx.prepare(tool_choice=forced)
+    names = [t["function"]["name"] for t in prep.body["tools"]]
+    assert forced in names
+    assert prep.body["tool_choice"] == {"type": "function", "function": {"name": forced}}
+    step = prep.report.step
+    assert ctx.rebuild(step) == prep.body_bytes

@@ -315,6 +315,23 @@ class _Step:
         self.render()
 
 
+def _bring_back_forced(step: _Step, choice: str | None) -> None:
+    """A ``tool_choice`` that names an offered tool an earlier cut of rung 3 left out:
+    the cut gets it back (same ``meta.offered``, so the cut, with it, stays)."""
+    rec = step.cache.record
+    if choice is None or choice in ("auto", "none", "required") or rec.tools_event is None:
+        return
+    if any(t.name == choice for t in rec.tools):
+        return
+    if not any(t.name == choice for t in step.setup.tools):
+        return  # not offered by the app at all: the provider names the mistake
+    shown = {t.name for t in rec.tools} | {choice}
+    keep = tuple(tool_json(t) for t in step.setup.tools if t.name in shown)
+    meta: dict[str, JsonValue] = dict(rec.tools_event.meta)
+    meta["dropped"] = [t.name for t in step.setup.tools if t.name not in shown]
+    step.add(Tools(keep, meta))
+
+
 def _sha(data: bytes) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
@@ -378,6 +395,7 @@ def plan_step(
         and not _cut_from(rec.tools_event, wanted_json)
     ):
         step.add(Tools(tuple(tool_json(t) for t in setup.tools)))
+    _bring_back_forced(step, request.tool_choice)
     ctx = StepContext(request.now, step.chain, setup.view.options, setup.view.counter, request.dynamic)
     for source in setup.view.sources:
         part = source.step(rec.folds[source.name], ctx)
