@@ -14,10 +14,17 @@ from typing import Any
 from conftest import FakeClock, counter_ids
 from ctxline.context import Context
 from ctxline.models.scripted import ScriptedModel
-from ctxline.record.events import AssistantMessage, Reduction, ToolCall, ToolResult, UserMessage
+from ctxline.record.events import (
+    AssistantMessage,
+    Reduction,
+    RequestHeader,
+    ToolCall,
+    ToolResult,
+    UserMessage,
+)
 from ctxline.record.store import MemoryStore
 from ctxline.render.neutral import ToolSpec
-from ctxline.runner import Agent, tool
+from ctxline.runner import Agent, function_tool, tool
 from ctxline.sources.base import DynamicItem
 from ctxline.sources.status import StatusConfig
 from ctxline.tokens.counters import get_counter
@@ -331,3 +338,76 @@ def test_repeats_in_an_agent_run_get_the_notice_then_the_refusal() -> None:
     results = list(_results(ctx).values())
     assert [r.is_error for r in results] == [False, False, False, True]
     assert "same call 4 times in a row" in results[-1].content  # the 4th is refused, never run
+
+
+# --- 6. the report lists what each rung weighed; many tools are flagged -----------------
+
+
+def test_the_report_lists_every_candidate_a_rung_weighed_not_only_those_taken() -> None:
+    ctx = _ctx()
+    ctx.append(UserMessage("audit"))
+    seen: list[dict[str, Any]] = []
+    for i in range(10):
+        call = ToolCall(f"c{i}", "bash", {"command": f"cat f{i}"})
+        ctx.append(AssistantMessage("", (call,)), ToolResult(f"c{i}", _output(i)))
+        seen.extend(ctx.prepare().report.to_json().get("considered", []))
+    assert seen
+    edit = [c for c in seen if c["rung"] == "edit"]
+    assert edit
+    assert all(set(c["adopted"]) <= set(c["candidates"]) for c in seen)
+    assert all(c["count"] >= len(c["candidates"]) for c in seen)
+    trims = {a for c in edit for a in c["adopted"]}
+    # what was adopted is what the record's reductions did
+    assert trims == {f"trim:{seq}" for seq in _edited(ctx)}
+
+
+def test_a_step_the_ladder_reduces_lists_the_rungs_in_order() -> None:
+    items = [DynamicItem(f"d{i}", "note " * 200, priority=i) for i in range(3)]
+    options = PrepareOptions(
+        tokenizer="bytes/4", context_window=12_000, max_output=1_000, defer=False
+    )
+    ctx = Context(
+        MemoryStore(clock=FakeClock(), new_id=counter_ids()),
+        "s",
+        options=options,
+        counter=BYTES,
+        dynamic=lambda: items,
+    )
+    ctx.append(UserMessage("audit"))
+    for i in range(14):
+        call = ToolCall(f"c{i}", "bash", {"command": f"cat f{i}"})
+        ctx.append(AssistantMessage("", (call,)), ToolResult(f"c{i}", _output(i)))
+        report = ctx.prepare().report
+        rungs = [c.rung for c in report.considered]
+        if "drop_dynamic" in rungs:
+            break
+    order = ["fold_duplicates", "drop_dynamic", "drop_tools", "trim_outputs", "compact"]
+    assert "drop_dynamic" in rungs
+    positions = [order.index(r) for r in rungs]
+    assert positions == sorted(positions)  # as the ladder runs them, once each
+    drop = next(c for c in report.considered if c.rung == "drop_dynamic")
+    assert set(drop.candidates) == {"dynamic:d0", "dynamic:d1", "dynamic:d2"}
+    assert drop.adopted  # the lowest priority first
+    assert drop.adopted[0] == "dynamic:d0"
+
+
+def test_more_than_ten_offered_tools_are_flagged_in_the_report() -> None:
+    ctx = _ctx()
+    ctx.set_tools([ToolSpec(f"t{i}", "a tool", {"type": "object"}) for i in range(5)])
+    ctx.append(UserMessage("go"))
+    assert "flags" not in ctx.prepare().report.to_json()  # 5 + the 4 built-ins
+    ctx.set_tools([ToolSpec(f"t{i}", "a tool", {"type": "object"}) for i in range(8)])
+    flags = ctx.prepare().report.to_json()["flags"]
+    assert isinstance(flags, list)
+    assert flags[0].startswith("many_tools: 12 tools offered")
+
+
+def test_an_agent_with_many_tools_gets_the_flag_in_its_logged_reports() -> None:
+    many = [function_tool(look, name=f"t{i}") for i in range(8)]  # and the 4 built-ins
+    agent = Agent(ScriptedModel([{"text": "done"}]), many, store=MemoryStore(), session="many")
+    agent.run("go")
+    headers = [e.event for e in agent.ctx.events if e.kind == "request"]
+    assert headers
+    assert all(
+        isinstance(h, RequestHeader) and "many_tools" in str(h.report.get("flags")) for h in headers
+    )

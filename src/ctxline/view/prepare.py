@@ -42,6 +42,7 @@ from ctxline.view.cache import PreviousRequest, ViewCache, ViewSetup
 from ctxline.view.measure import FRAMING_TOKENS, ViewMessage, message_text
 from ctxline.view.options import PrepareOptions, StepInputs
 from ctxline.view.report import (
+    MANY_TOOLS,
     Action,
     Budget,
     CostReport,
@@ -191,6 +192,12 @@ def render_step(
     prefix = _prefix(cache, fingerprint, frozen, live, live_tokens, sections.tools + sections.system)
     limit = options.input_limit
     status = inputs.meta.get("status")
+    flags: tuple[str, ...] = ()
+    if len(tools) > MANY_TOOLS:
+        flags = (
+            f"many_tools: {len(tools)} tools offered (more than {MANY_TOOLS}); a model"
+            " chooses among many less reliably: offer fewer (discovery, allowed_tools by phase)",
+        )
     report = Report(
         step=step,
         provider=options.provider,
@@ -213,6 +220,7 @@ def render_step(
         status=status if isinstance(status, dict) else None,
         ids=ids,
         cost=cost,
+        flags=flags,
     )
     made = PreviousRequest(step, frozen, len(frozen), cache.generation, fingerprint, live, inputs.tail)
     if remember:

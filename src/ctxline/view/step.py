@@ -48,7 +48,7 @@ from ctxline.view.ladder import DEFAULT_RUNGS, Goal, LadderConfig, Rung, run_lad
 from ctxline.view.measure import LazyView
 from ctxline.view.options import PrepareOptions, StepInputs
 from ctxline.view.prepare import Preparation, render_step
-from ctxline.view.report import Action, CostReport, TokenSections
+from ctxline.view.report import Action, Considered, CostReport, TokenSections
 
 __all__ = ["StepPlan", "StepRequest", "StepSetup", "plan_step", "tool_json"]
 
@@ -121,6 +121,7 @@ class _Step:
         self.meta: dict[str, JsonValue] = {}
         self.prep: Preparation | None = None
         self.cost: CostReport | None = None
+        self.considered: list[Considered] = []
         self._budget: BudgetInputs | None = None
         self._ids = 0
 
@@ -265,13 +266,18 @@ class _Step:
         """Keep the decision for the report (put in once, when the step is done)."""
         self.cost = report
 
+    def consider(self, considered: Considered) -> None:
+        """Keep what a rung weighed for the report (put in when the step is done)."""
+        self.considered.append(considered)
+
     def finish(self) -> Preparation:
-        """The last rendering, with the cost decision in its report and header (nothing
-        in the body depends on it, so it is not rendered again)."""
+        """The last rendering, with the cost decision and what the rungs weighed in its
+        report and header (nothing in the body depends on them: no new rendering)."""
         prep = self.prep
         assert prep is not None
-        if self.cost is not None and prep.report.cost is not self.cost:
-            new = replace(prep.report, cost=self.cost)
+        considered = tuple(self.considered)
+        if (self.cost is not None and prep.report.cost is not self.cost) or considered:
+            new = replace(prep.report, cost=self.cost or prep.report.cost, considered=considered)
             prep = replace(prep, report=new, header=replace(prep.header, report=new.to_json()))
             self.prep = prep
         return prep
