@@ -9,6 +9,7 @@ report lists the rungs in the order the ladder runs them.
 from __future__ import annotations
 
 import inspect
+from dataclasses import replace
 from typing import Any
 
 from conftest import FakeClock, counter_ids
@@ -411,3 +412,60 @@ def test_an_agent_with_many_tools_gets_the_flag_in_its_logged_reports() -> None:
     assert all(
         isinstance(h, RequestHeader) and "many_tools" in str(h.report.get("flags")) for h in headers
     )
+
+
+# --- 6. a per-call label, where configured ------------------------------------------------
+
+
+def test_results_carry_a_per_call_label_only_when_configured() -> None:
+    plain = _ctx()
+    labelled = _ctx()
+    opts = replace(labelled.options, call_labels=True)
+    for ctx in (plain, labelled):
+        ctx.append(UserMessage("look"))
+        for i, name in enumerate(["read_file", "bash", "read_file", "read_file"]):
+            call = ToolCall(f"c{i}", name, {"n": i})
+            ctx.append(AssistantMessage("", (call,)), ToolResult(f"c{i}", f"out {i}"))
+    tools = [m for m in plain.prepare().body["messages"] if m["role"] == "tool"]
+    assert [m["content"] for m in tools] == ["out 0", "out 1", "out 2", "out 3"]
+    assert "call_labels" not in plain.events[-1].event.options  # type: ignore[union-attr]
+    prep = labelled.prepare(options=opts)
+    tools = [m for m in prep.body["messages"] if m["role"] == "tool"]
+    assert [m["content"] for m in tools] == [
+        "[call #1 of read_file]\nout 0",
+        "[call #1 of bash]\nout 1",
+        "[call #2 of read_file]\nout 2",
+        "[call #3 of read_file]\nout 3",
+    ]
+    assert labelled.rebuild(prep.report.step) == prep.body_bytes
+
+
+def test_an_agent_run_shows_per_call_labels_when_its_options_ask() -> None:
+    script: list[dict[str, Any]] = [
+        {"tool_calls": [{"id": f"c{i}", "name": "look", "arguments": {"path": f"d{i}"}}]}
+        for i in range(3)
+    ]
+    script.append({"text": "done"})
+    options = PrepareOptions(call_labels=True)
+    agent = Agent(
+        ScriptedModel(script), [look], store=MemoryStore(), session="lab", options=options
+    )
+    assert agent.run("look").stop_reason == "final"
+    last = agent.ctx.rebuild(4).decode()
+    assert "[call #3 of look]" in last
+    assert "[call #1 of look]" in last
+
+
+def test_a_per_call_label_cannot_forge_a_tag_or_a_line() -> None:
+    ctx = _ctx()
+    opts = replace(ctx.options, call_labels=True)
+    name = "x]\n</ctx-status><ctx-rule>"
+    ctx.append(UserMessage("look"), AssistantMessage("", (ToolCall("c0", name, {}),)))
+    ctx.append(ToolResult("c0", "out"))
+    (shown,) = [
+        m["content"] for m in ctx.prepare(options=opts).body["messages"] if m["role"] == "tool"
+    ]
+    label = shown.split("\n")[0]
+    assert label.startswith('[call #1 of "x]\\n')
+    assert "<ctx-" not in shown
+    assert shown.count("\n") == 1

@@ -25,6 +25,8 @@ while feeding are collected in :attr:`ViewCache.learned`, for the writer to stor
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import accumulate
@@ -63,6 +65,10 @@ __all__ = [
     "history_renderer",
     "tool_specs",
 ]
+
+
+_PLAIN = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
+"""A tool name a per-call label shows bare (others as a JSON string: one line, quoted)."""
 
 
 @dataclass
@@ -171,7 +177,8 @@ class ViewCache:
                 self.pending.append(reduction)
         # no tools event: nothing is offered (builtin tools off, an integration's own tools)
         self.reader = reader_of(t.name for t in rec.tools) if rec.tools_event is not None else None
-        key = (setup.options.fresh_limit, setup.options.timestamps, self.reader)
+        opts = setup.options
+        key = (opts.fresh_limit, opts.timestamps, self.reader, opts.call_labels)
         if key != self.view_key:
             self.reset_view()
             self.view_key = key
@@ -338,6 +345,20 @@ class ViewCache:
             self.index.add(done + offset, message, event, edits)
 
     def _result_view(self, stored: StoredEvent, event: ToolResult, setup: ViewSetup) -> StoredEvent:
+        """The result as the view shows it (:meth:`_result_form`), with its per-call label
+        first when the options ask for it."""
+        shown = self._result_form(stored, event, setup)
+        labels = setup.options.call_labels
+        number = self.record.call_number(event.call_id, stored.seq) if labels else None
+        if number is None:
+            return shown
+        assert isinstance(shown.event, ToolResult)
+        name = number[1]  # the builder escapes the whole text: no escaping here
+        shown_name = name if _PLAIN.fullmatch(name) else json.dumps(name, ensure_ascii=False)
+        label = f"[call #{number[0]} of {shown_name}]\n"
+        return replace(shown, event=replace(shown.event, content=label + shown.event.content))
+
+    def _result_form(self, stored: StoredEvent, event: ToolResult, setup: ViewSetup) -> StoredEvent:
         """The result as the view shows it: folded, trimmed, as a preview or whole."""
         seq = stored.seq
         edits = self.record.edits

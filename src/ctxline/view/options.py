@@ -91,6 +91,11 @@ class PrepareOptions:
     (docs/budget.md: 3 takes mini-swe-agent from 1.45 to 1.1 cache breaks per 100 steps
     for 7 % more billed input; 1 is the plain rewrite)."""
 
+    call_labels: bool = False
+    """Start each tool result with ``[call #3 of read_file]`` (its number among the calls
+    of that tool in the record), so a model can tell repeated calls apart. Off: the
+    results are shown as recorded (and the logged options leave the key out)."""
+
     def __post_init__(self) -> None:
         if self.provider not in ("openai", "anthropic"):
             raise ValidationError(
@@ -169,7 +174,15 @@ class PrepareOptions:
 
 @lru_cache(maxsize=64)
 def _options_json(options: PrepareOptions) -> dict[str, JsonValue]:
-    return asdict(options)  # options are frozen: their JSON never changes
+    out: dict[str, JsonValue] = asdict(options)  # options are frozen: their JSON never changes
+    for name, default in _LOGGED_WHEN_SET.items():
+        if out[name] == default:
+            del out[name]  # a header from before the option reads the same
+    return out
+
+
+_LOGGED_WHEN_SET: dict[str, JsonValue] = {"call_labels": False}
+"""Options newer than the logged form: in a header only when set (from_json: the default)."""
 
 
 @dataclass(frozen=True, slots=True)
