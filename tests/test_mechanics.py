@@ -14,6 +14,7 @@ from typing import Any
 
 from conftest import FakeClock, counter_ids
 from ctxline.context import Context
+from ctxline.environment import Environment
 from ctxline.models.scripted import ScriptedModel
 from ctxline.record.events import (
     AssistantMessage,
@@ -469,3 +470,52 @@ def test_a_per_call_label_cannot_forge_a_tag_or_a_line() -> None:
     assert label.startswith('[call #1 of "x]\\n')
     assert "<ctx-" not in shown
     assert shown.count("\n") == 1
+
+
+# --- 6. the environment observation: progress and the last action's feedback ------------
+
+
+def _env_block(body: dict[str, Any]) -> str:
+    text = "\n".join(str(m.get("content")) for m in body["messages"] if m["role"] != "system")
+    start = text.rindex("<ctx-env>")
+    return text[start : text.index("</ctx-env>", start)]
+
+
+def test_the_environment_block_shows_progress_and_the_last_actions_feedback() -> None:
+    env = Environment(placement="tail")
+    ctx = Context(MemoryStore(), "env", sources=[env.source])
+    ctx.append(UserMessage("do the three steps"))
+    env.set(ctx, "todo_steps", ["check", "fix", "test"])
+    assert "progress: step 1 of 3" in _env_block(ctx.prepare().body)
+    assert "last action" not in _env_block(ctx.prepare().body)
+    for i, step in enumerate(["check", "no such step"]):
+        call = ToolCall(f"m{i}", "mark_step_done", {"step": step})
+        ctx.append(AssistantMessage("", (call,)))
+        ctx.record_outcome(call, env.call(ctx, call))
+        block = _env_block(ctx.prepare().body)
+        assert "progress: step 2 of 3" in block
+        if i == 0:
+            assert 'last action: mark_step_done {"step":"check"} → ok' in block
+        else:
+            assert (
+                'last action: mark_step_done {"step":"no such step"} → failed, nothing changed: '
+                in block
+            )
+
+
+def test_an_agent_run_shows_progress_and_feedback_in_its_environment_block() -> None:
+    env = Environment(placement="tail")
+    script: list[dict[str, Any]] = [
+        {"tool_calls": [{"id": "a", "name": "mark_step_done", "arguments": {"step": "check"}}]},
+        {"tool_calls": [{"id": "b", "name": "mark_step_done", "arguments": {"step": "fix"}}]},
+        {"text": "done"},
+    ]
+    agent = Agent(ScriptedModel(script), [], store=MemoryStore(), session="envrun", environment=env)
+    agent.ctx.append(UserMessage("do the steps"))
+    env.set(agent.ctx, "todo_steps", ["check", "fix"])
+    assert agent.run().stop_reason == "final"
+    second = agent.ctx.rebuild(2).decode()
+    assert "progress: step 2 of 2" in second
+    assert 'last action: mark_step_done {\\"step\\":\\"check\\"} → ok' in second
+    third = agent.ctx.rebuild(3).decode()
+    assert "progress: all 2 steps done" in third
