@@ -9,6 +9,7 @@ report lists the rungs in the order the ladder runs them.
 from __future__ import annotations
 
 import inspect
+import json
 from dataclasses import replace
 from typing import Any
 
@@ -20,6 +21,7 @@ from ctxline.record.events import (
     AssistantMessage,
     Reduction,
     RequestHeader,
+    State,
     ToolCall,
     ToolResult,
     UserMessage,
@@ -28,6 +30,7 @@ from ctxline.record.store import MemoryStore
 from ctxline.render.neutral import ToolSpec
 from ctxline.runner import Agent, function_tool, tool
 from ctxline.sources.base import DynamicItem
+from ctxline.sources.stages import StagedTools
 from ctxline.sources.status import StatusConfig
 from ctxline.tokens.counters import get_counter
 from ctxline.view.compaction import plan_compaction
@@ -519,3 +522,76 @@ def test_an_agent_run_shows_progress_and_feedback_in_its_environment_block() -> 
     assert 'last action: mark_step_done {\\"step\\":\\"check\\"} → ok' in second
     third = agent.ctx.rebuild(3).decode()
     assert "progress: all 2 steps done" in third
+
+
+# --- 4. staged exposure: narrowed by phase, the tools array unchanged ---------------------
+
+READ = ToolSpec("read_file", "Read a file.", {"type": "object"})
+WRITE = ToolSpec("write_file", "Write a file.", {"type": "object"})
+STAGES = {"explore": ["read_file"], "edit": ["write_file", "read_file"]}
+
+
+def test_staged_exposure_narrows_the_choice_and_keeps_the_tools_array_on_openai() -> None:
+    ctx = _ctx(sources=[StagedTools(STAGES, always=["read_result"])])
+    ctx.set_tools([READ, WRITE, BASH])
+    ctx.append(UserMessage("fix the bug"))
+    free = ctx.prepare()
+    assert "tool_choice" not in free.body
+    assert "exposure" not in free.report.to_json()
+    ctx.append(State("phase", "explore"))
+    explore = ctx.prepare()
+    assert explore.body["tools"] == free.body["tools"]
+    assert explore.body["tool_choice"] == {
+        "type": "allowed_tools",
+        "allowed_tools": {
+            "mode": "auto",
+            "tools": [
+                {"type": "function", "function": {"name": "read_file"}},
+                {"type": "function", "function": {"name": "read_result"}},
+            ],
+        },
+    }
+    exposure = explore.report.to_json()["exposure"]
+    assert exposure["allowed"] == ["read_file", "read_result"]
+    assert "sent" in exposure
+    ctx.append(State("phase", "edit"))
+    edit = ctx.prepare()
+    names = [t["function"]["name"] for t in edit.body["tool_choice"]["allowed_tools"]["tools"]]
+    assert names == ["read_file", "write_file", "read_result"]  # the tools array's order
+    diff = edit.report.prefix.first_difference
+    assert diff is None or diff.section not in ("tools", "system")  # the cache holds
+    for prep in (explore, edit):
+        assert ctx.rebuild(prep.report.step) == prep.body_bytes
+    ctx.append(State("phase", None, cleared=True))
+    assert "tool_choice" not in ctx.prepare().body
+
+
+def test_staged_exposure_on_anthropic_keeps_every_tool_and_says_why() -> None:
+    options = PrepareOptions(provider="anthropic", model="claude-sonnet-4-5", tokenizer="bytes/4")
+    ctx = Context(MemoryStore(), "a", options=options, counter=BYTES, sources=[StagedTools(STAGES)])
+    ctx.set_tools([READ, WRITE])
+    ctx.append(UserMessage("fix"), State("phase", "explore"))
+    prep = ctx.prepare()
+    assert "tool_choice" not in prep.body
+    assert len(prep.body["tools"]) == 6
+    exposure = prep.report.to_json()["exposure"]
+    assert "anthropic has no allowed-tools field" in str(exposure["not_sent"])
+
+
+def test_staged_exposure_in_an_agent_run() -> None:
+    script: list[dict[str, Any]] = [
+        {"tool_calls": [{"id": "a", "name": "look", "arguments": {"path": "src"}}]},
+        {"text": "done"},
+    ]
+    stages = StagedTools({"explore": ["look"]})
+    agent = Agent(
+        ScriptedModel(script), [look, read_log], store=MemoryStore(), session="st", sources=[stages]
+    )
+    agent.ctx.append(UserMessage("look around"), State("phase", "explore"))
+    assert agent.run().stop_reason == "final"
+    body = json.loads(agent.ctx.rebuild(1))
+    assert body["tool_choice"]["type"] == "allowed_tools"
+    assert [t["function"]["name"] for t in body["tool_choice"]["allowed_tools"]["tools"]] == [
+        "look"
+    ]
+    assert len(body["tools"]) == 6  # look, read_log and the 4 built-ins: unchanged

@@ -40,7 +40,7 @@ from ctxline.tags import escape
 from ctxline.tokens.counters import CountLookup, TokenCounter, get_counter
 from ctxline.view.cache import PreviousRequest, ViewCache, ViewSetup
 from ctxline.view.measure import FRAMING_TOKENS, ViewMessage, message_text
-from ctxline.view.options import PrepareOptions, StepInputs
+from ctxline.view.options import PrepareOptions, Provider, StepInputs
 from ctxline.view.report import (
     MANY_TOOLS,
     Action,
@@ -221,6 +221,7 @@ def render_step(
         ids=ids,
         cost=cost,
         flags=flags,
+        exposure=_exposure(inputs, options.provider, len(tools)),
     )
     made = PreviousRequest(step, frozen, len(frozen), cache.generation, fingerprint, live, inputs.tail)
     if remember:
@@ -232,6 +233,24 @@ def render_step(
         frozen, cache.frozen_tokens, len(frozen), open_messages, live_tokens[: len(open_messages)]
     )
     return Preparation(parts, parts.sha256, report, header, rec.guide, history)
+
+
+def _exposure(inputs: StepInputs, provider: Provider, offered: int) -> dict[str, JsonValue] | None:
+    """The report's staged-exposure section (None when no source narrowed the tools)."""
+    allowed = inputs.allowed_tools
+    if allowed is None:
+        return None
+    out: dict[str, JsonValue] = {"allowed": list(allowed), "offered": offered}
+    if inputs.allowed_sent(provider):
+        out["sent"] = "tool_choice allowed_tools; the tools array is unchanged, so the cache holds"
+    elif provider == "openai":
+        out["not_sent"] = f"tool_choice {inputs.tool_choice!r} takes precedence"
+    else:
+        out["not_sent"] = (
+            "anthropic has no allowed-tools field, and narrowing its tools array would break"
+            " the cache: every offered tool stays callable (the runner's guards decide)"
+        )
+    return out
 
 
 def _new_ids(

@@ -270,6 +270,9 @@ class Report(Mapping[str, JsonValue]):
     """Each rung that ran, with every candidate it weighed (in the JSON when one ran)."""
     flags: tuple[str, ...] = ()
     """What a developer should look at (``many_tools``); in the JSON only when there is one."""
+    exposure: Mapping[str, JsonValue] | None = None
+    """Staged exposure: the tools allowed at this step, of how many offered, and whether
+    (and how) the request told the provider; in the JSON only when a source narrowed them."""
 
     def to_json(self) -> dict[str, JsonValue]:
         out: dict[str, JsonValue] = {
@@ -294,6 +297,8 @@ class Report(Mapping[str, JsonValue]):
             out["considered"] = [c.to_json() for c in self.considered]
         if self.flags:
             out["flags"] = list(self.flags)
+        if self.exposure is not None:
+            out["exposure"] = dict(self.exposure)
         return out
 
     def __getitem__(self, key: str) -> JsonValue:

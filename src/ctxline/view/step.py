@@ -119,6 +119,7 @@ class _Step:
         self.failures: list[tuple[bool, str]] = []
         self.system = ""
         self.meta: dict[str, JsonValue] = {}
+        self.allowed: tuple[str, ...] | None = None
         self.prep: Preparation | None = None
         self.cost: CostReport | None = None
         self.considered: list[Considered] = []
@@ -150,7 +151,19 @@ class _Step:
     def inputs(self) -> StepInputs:
         tail = (*self.request.tail, *(i.text for i in self.tail_items if i.id not in self.dropped))
         meta = dict(self.meta)
-        return StepInputs(self.request.now, tail, self.system, meta, self.request.tool_choice)
+        return StepInputs(
+            self.request.now, tail, self.system, meta, self.request.tool_choice, self._allowed()
+        )
+
+    def _allowed(self) -> tuple[str, ...] | None:
+        """The sources' allowed tools among those offered, in the tools array's order (None
+        when they leave every offered tool allowed, or none of them)."""
+        if self.allowed is None:
+            return None
+        wanted = set(self.allowed)
+        offered = [t.name for t in self.cache.record.tools]
+        allowed = tuple(n for n in offered if n in wanted)
+        return allowed if allowed and len(allowed) < len(offered) else None
 
     def render(self) -> Preparation:
         self.sync_guide()
@@ -409,6 +422,11 @@ def plan_step(
             step.add(*part.events)
         step.tail_items.extend(part.tail)
         step.system += part.system
+        if part.allowed_tools is not None:  # several sources: what all of them allow
+            previous = step.allowed
+            step.allowed = tuple(
+                n for n in part.allowed_tools if previous is None or n in previous
+            )
         if part.meta:
             step.meta[source.name] = dict(part.meta)
     step.render()
