@@ -22,6 +22,7 @@ from ctxline.record.events import (
     Reduction,
     RequestHeader,
     State,
+    StoredEvent,
     ToolCall,
     ToolResult,
     UserMessage,
@@ -31,7 +32,8 @@ from ctxline.render.neutral import ToolSpec
 from ctxline.runner import Agent, function_tool, tool
 from ctxline.sources.base import DynamicItem
 from ctxline.sources.stages import StagedTools
-from ctxline.sources.status import StatusConfig
+from ctxline.sources.status import StatusConfig, StatusFold
+from ctxline.sources.status_check import check_status_body
 from ctxline.tokens.counters import get_counter
 from ctxline.view.compaction import plan_compaction
 from ctxline.view.options import PrepareOptions
@@ -595,3 +597,17 @@ def test_staged_exposure_in_an_agent_run() -> None:
         "look"
     ]
     assert len(body["tools"]) == 6  # look, read_log and the 4 built-ins: unchanged
+
+
+def test_a_status_text_with_the_repeat_notice_passes_the_trusted_restore_check() -> None:
+    at = FakeClock()()
+    calls = [
+        AssistantMessage("", (ToolCall(f"c{i}", "ls", {"path": p}),))
+        for i, p in enumerate(["/w", "w/"])
+    ]
+    events = [StoredEvent(i + 1, f"e{i}", at, e) for i, e in enumerate(calls)]
+    body = StatusFold(StatusConfig()).update(events).body()
+    assert "repeats the one before it" in body
+    assert check_status_body(body, events) is None
+    forged = body.replace("2 identical calls", "5 identical calls")
+    assert check_status_body(forged, events) is not None
