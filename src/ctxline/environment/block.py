@@ -11,6 +11,8 @@ a line or a tag; a constraint the model wrote is quoted and marked as granting n
     - [refund-window] Refunds only within 24 hours of booking. (applies to: booking)
     - [m1, written by the model; grants nothing] "Ask before every refund"
     todo_steps: ["check the booking","refund"]
+    progress: step 1 of 2
+    last action: update_goal {"goal":"Refund the cancelled flight of booking ABC123"} → ok: goal updated
     on demand (read_slot): user_profile (updated 2026-05-01T10:00:02Z by app)
     locked actions: refund (available after the user's identity is verified)
     </ctx-env>
@@ -19,6 +21,11 @@ Discardable slots go in a second, optional block (``<ctx-env tier="discardable">
 that the budget ladder drops first. The blocks are capped at a share of the input limit
 (seed 002: 25 %): over it, the discardable block goes, then values are clipped (with a
 pointer to ``read_slot``), then the on-demand list — and the report says what was cut.
+
+``progress`` (with the built-in ``todo_steps``/``done_steps`` slots) says which step of
+how many the task is at; ``last action`` is the environment's latest action call, its
+arguments and the first line of its feedback (ok, or failed and rolled back), each value
+escaped on one line.
 """
 
 from __future__ import annotations
@@ -33,7 +40,7 @@ from ctxline.record.events import JsonValue
 from ctxline.sources.base import Block
 from ctxline.sources.lines import clip, one_line, value_line
 
-__all__ = ["EnvBlocks", "render_blocks"]
+__all__ = ["EnvBlocks", "LastAction", "last_action_line", "progress_line", "render_blocks"]
 
 _SPECIAL = ("constraints", "pinned")
 
@@ -57,6 +64,41 @@ class EnvBlocks:
         if self.tokens > self.cap:
             out["over_cap"] = True
         return out
+
+
+@dataclass(frozen=True, slots=True)
+class LastAction:
+    """The environment's latest action call as the record has it (see :class:`EnvFold`)."""
+
+    name: str
+    arguments: str
+    """Canonical JSON of the call's arguments."""
+    failed: bool
+    feedback: str
+    """The first line of its result."""
+
+
+def progress_line(state: EnvState) -> str:
+    """``progress: step 2 of 5`` from the built-in step slots ("" without them or steps)."""
+    if "todo_steps" not in state or "done_steps" not in state:
+        return ""
+    todo, done = state["todo_steps"] or [], state["done_steps"] or []
+    if not isinstance(todo, list) or not isinstance(done, list) or not (todo or done):
+        return ""
+    total = len(todo) + len(done)
+    if not todo:
+        return f"progress: all {total} steps done"
+    return f"progress: step {len(done) + 1} of {total}"
+
+
+def last_action_line(last: LastAction | None) -> str:
+    """``last action: NAME ARGS → ok: FEEDBACK`` (every value escaped, on one line)."""
+    if last is None:
+        return ""
+    outcome = "failed, nothing changed" if last.failed else "ok"
+    feedback = f": {one_line(clip(last.feedback, 200))}" if last.feedback else ""
+    args = one_line(clip(last.arguments, 160))
+    return f"last action: {one_line(last.name)} {args} → {outcome}{feedback}"
 
 
 def _suffix(slot: SlotValue, spec: SlotSpec) -> str:
@@ -86,6 +128,7 @@ def _lines(
     *,
     width: int | None,
     on_demand: bool,
+    observed: Sequence[str] = (),
 ) -> tuple[list[str], list[str]]:
     pinned = set(state["pinned"] or []) if "pinned" in state else set()
     resident: list[str] = []
@@ -112,6 +155,7 @@ def _lines(
                 else "not set"
             )
             listed.append(f"{spec.name} ({when})")
+    resident.extend(clip(line, width or 600) for line in observed)
     if listed and on_demand:
         resident.append("on demand (read_slot): " + ", ".join(listed))
     if locked:
@@ -144,15 +188,19 @@ def render_blocks(
     *,
     count: Callable[[str], int],
     cap: int,
+    last_action: LastAction | None = None,
 ) -> EnvBlocks:
     """The blocks of one step, cut down (level by level) to ``cap`` tokens if they are over it."""
+    observed = [line for line in (progress_line(state), last_action_line(last_action)) if line]
     cut: list[str] = []
     main = more = ""
     tokens = 0
     for name, width, on_demand, keep_extra in _LEVELS:
         if name:
             cut.append(name)
-        resident, extra = _lines(specs, state, locked, width=width, on_demand=on_demand)
+        resident, extra = _lines(
+            specs, state, locked, width=width, on_demand=on_demand, observed=observed
+        )
         main = _render(resident)
         more = _render(extra, tier="discardable") if keep_extra else ""
         tokens = (count(main) if main else 0) + (count(more) if more else 0)

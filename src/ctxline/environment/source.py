@@ -30,21 +30,24 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from ctxline.environment.actions import check_problem
-from ctxline.environment.block import EnvBlocks, render_blocks
+from ctxline.environment.block import EnvBlocks, LastAction, render_blocks
 from ctxline.environment.placement import decide_placement
 from ctxline.environment.slots import SlotFold, SlotValue
 from ctxline.environment.state import EnvState
 from ctxline.record.events import (
+    AssistantMessage,
     Event,
     JsonValue,
     RequestHeader,
     Slot,
     StoredEvent,
+    ToolResult,
     UserMessage,
 )
 from ctxline.sources.base import BaseSource, Block, SourceStep, StepContext, TailItem
 from ctxline.sources.guide import MessageKind
 from ctxline.sources.slots import ENV_KIND
+from ctxline.sources.status import shown_arguments
 from ctxline.tools.base import Tool
 
 if TYPE_CHECKING:
@@ -67,8 +70,12 @@ def _sha(text: str) -> str:
 class EnvFold:
     """The environment's fold over one timeline (see the module docstring)."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, actions: frozenset[str] = frozenset()) -> None:
         self.name = name
+        self.actions = actions
+        """The environment's action names: their latest call is the block's ``last action``."""
+        self.calls: dict[str, tuple[str, str]] = {}
+        self.last_action: LastAction | None = None
         self.slots = SlotFold()
         self.snapshot: str | None = None
         self.snapshot_seq = 0
@@ -94,6 +101,15 @@ class EnvFold:
                 self.slots.feed(stored)
         elif isinstance(event, UserMessage):
             self.turn_seq = stored.seq
+        elif isinstance(event, AssistantMessage):
+            for call in event.tool_calls:
+                if call.name in self.actions:
+                    self.calls[call.id] = (call.name, shown_arguments(call))
+        elif isinstance(event, ToolResult):
+            called = self.calls.pop(event.call_id, None)
+            if called is not None:
+                lines = event.content.strip().splitlines()
+                self.last_action = LastAction(*called, event.is_error, lines[0] if lines else "")
         elif isinstance(event, RequestHeader):
             self._logged(event)
         return ()
@@ -142,7 +158,7 @@ class EnvironmentSource(BaseSource):
         return (ENV_KIND,)
 
     def fold(self) -> EnvFold:
-        return EnvFold(self.name)
+        return EnvFold(self.name, frozenset(self.env.actions))
 
     # snapshots render through the history source ctxline.sources.slots (every view does)
 
@@ -192,7 +208,12 @@ class EnvironmentSource(BaseSource):
                 locked.append((action.name, unlock.fix or unlock.rule))
         cap = max(int(ctx.options.input_limit * env.budget_share), 1)
         blocks = render_blocks(
-            list(env.specs.values()), state, locked, count=ctx.counter.count, cap=cap
+            list(env.specs.values()),
+            state,
+            locked,
+            count=ctx.counter.count,
+            cap=cap,
+            last_action=fold.last_action,
         )
         placement, decision, decided, now = self._placement(fold, blocks, ctx)
         budget = blocks.meta()

@@ -123,6 +123,10 @@ class SourceStep:
     """A rendered block appended to the system prompt (a cache break whenever it changes)."""
     meta: Mapping[str, JsonValue] = field(default_factory=dict)
     """Logged in the request's inputs under the source's name (never rendered)."""
+    allowed_tools: tuple[str, ...] | None = None
+    """The offered tools the model may call at this step (None: all of them). The tools
+    array stays as it is (the cache holds); the provider is told through its own field
+    where it has one (OpenAI's ``allowed_tools`` tool choice), and the report says so."""
 
 
 class Fold(Protocol):

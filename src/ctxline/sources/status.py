@@ -18,7 +18,10 @@ Sections (empty ones are left out):
 - ``warnings``: the last ``fail_threshold`` tool calls were the same call (same tool,
   same canonical arguments) and all failed; the last ``repeat_threshold`` tool calls were
   the same call. "In a row" means consecutive tool calls in record order; a warning
-  lasts while the run does (defaults follow OpenHands' stuck detector: 3 and 4);
+  lasts while the run does (defaults follow OpenHands' stuck detector: 3 and 4); from
+  the 2nd identical call in a row (``repeat_notice``) a milder notice says the call
+  repeats the one before it. "The same call" ignores key order, JSON whitespace and how
+  a path is spelt (``/w``, ``/w/``, ``./w``: :func:`call_key`);
 - ``environment``: cwd, OS, shell, Python (given by the app, or :func:`detect_environment`);
   the cwd follows ``cd``/``pushd``/``popd`` in shell tools' ``command`` argument;
 - ``time``: a :class:`~ctxline.sources.timectx.TimeReading`.
@@ -41,8 +44,11 @@ running state; :func:`status_block` is the pure wrapper.
 
 from __future__ import annotations
 
+import json
 import os
 import platform
+import posixpath
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -73,6 +79,7 @@ __all__ = [
     "call_key",
     "detect_environment",
     "follow_cd",
+    "shown_arguments",
     "snapshot_text",
     "status_block",
     "status_json",
@@ -120,6 +127,10 @@ class StatusConfig:
     """Warn when the last N tool calls were the same call and all failed (0: off)."""
     repeat_threshold: int = 4
     """Warn when the last N tool calls were the same call (0: off)."""
+    repeat_notice: int = 2
+    """Note, from the N-th identical call in a row on, that the call repeats the one before
+    it (0: off); the ``repeat_threshold`` warning takes its place when that holds. "The
+    same call" ignores key order, JSON whitespace and a path's spelling (:func:`call_key`)."""
     environment: Environment | None = None
     shell_tools: tuple[str, ...] = SHELL_TOOLS
     """Tools whose ``command`` argument is followed for ``cd`` (empty: no tracking, e.g.
@@ -128,7 +139,7 @@ class StatusConfig:
     """Zone of the TODO timestamps, and a time section when no reading is passed."""
 
     def __post_init__(self) -> None:
-        for name in ("fail_threshold", "repeat_threshold"):
+        for name in ("fail_threshold", "repeat_threshold", "repeat_notice"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValidationError(f"expected an integer >= 0, got {value!r}", field=name)
@@ -145,7 +156,7 @@ class StatusConfig:
 
 @dataclass(frozen=True, slots=True)
 class StatusWarning:
-    kind: Literal["failing", "repeat"]
+    kind: Literal["failing", "repeat", "notice"]
     tool: str
     arguments: str
     """Canonical JSON of the call's arguments."""
@@ -154,6 +165,11 @@ class StatusWarning:
     def line(self) -> str:
         """The warning as one line (the tool name quoted unless plain, the arguments on one line)."""
         call = f"{quote_name(self.tool)} {one_line(_clip(self.arguments))}"
+        if self.kind == "notice":
+            return (
+                f"the last call repeats the one before it ({self.count} identical calls in a row):"
+                f" {call}. Its result is already above; use it, or change the arguments."
+            )
         if self.kind == "failing":
             return (
                 f"the same call failed {self.count} times in a row: {call}. Read the error and "
@@ -169,23 +185,68 @@ def _clip(text: str) -> str:
     return text if len(text) <= _ARGS_SHOWN else text[: _ARGS_SHOWN - 1] + "…"
 
 
+_PATH = re.compile(r"[\w.~+-]*(?:/[\w.~+-]*)+|\.\.?")
+"""A string that reads as a path and nothing else (no spaces): ``/w``, ``./w/``, ``a/b.py``."""
+
+
+def _normal(value: JsonValue) -> JsonValue:
+    """``value`` with near-identical spellings made identical: strings stripped of outer
+    whitespace, and a path written one way (``/w``, ``/w/``, ``./w``, ``w//`` are ``w``:
+    ctxline's tools take paths relative to their root)."""
+    if isinstance(value, str):
+        text = value.strip()
+        if _PATH.fullmatch(text):
+            text = posixpath.normpath(text).lstrip("/") or "."
+        return text
+    if isinstance(value, dict):
+        return {k: _normal(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_normal(v) for v in value]
+    return value
+
+
 def call_key(call: ToolCall) -> tuple[str, str]:
-    """(tool name, canonical arguments): two calls are "the same call" when these match."""
+    """(tool name, normalized arguments): two calls are "the same call" when these match.
+
+    The arguments are compared as canonical JSON (key order and the JSON's whitespace do
+    not matter; arguments sent as the text of a JSON object are parsed first) after
+    :func:`_normal`, so ``{"path": "/w"}`` and ``{"path": "./w/"}`` are the same call.
+
+    >>> call_key(ToolCall("a", "ls", {"path": "/w/"})) == call_key(ToolCall("b", "ls", '{ "path" : "./w" }'))
+    True
+    """
+    arguments = call.arguments
+    if isinstance(arguments, str):
+        try:
+            parsed = json.loads(arguments)
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, dict | list):
+            arguments = parsed
     try:
-        args = canonical_json(call.arguments).decode()
+        args = canonical_json(_normal(arguments)).decode()
     except (TypeError, ValueError):
         args = repr(call.arguments)
     return call.name, args
+
+
+def shown_arguments(call: ToolCall) -> str:
+    """The call's arguments as a status line shows them (canonical JSON, not normalized)."""
+    try:
+        return canonical_json(call.arguments).decode()
+    except (TypeError, ValueError):
+        return repr(call.arguments)
 
 
 # --- the fold ----------------------------------------------------------------------
 
 
 class _Call:
-    __slots__ = ("failed", "key")
+    __slots__ = ("failed", "key", "shown")
 
-    def __init__(self, key: tuple[str, str]) -> None:
+    def __init__(self, key: tuple[str, str], shown: str) -> None:
         self.key = key
+        self.shown = shown
         self.failed = False
 
 
@@ -232,7 +293,7 @@ class StatusFold:
     def _call(self, call: ToolCall) -> None:
         key = call_key(call)
         self.counts[call.name] = self.counts.get(call.name, 0) + 1
-        entry = _Call(key)
+        entry = _Call(key, shown_arguments(call))
         self._open[call.id] = entry  # a reused id: the result answers the latest call
         if self._run and self._run[-1].key == key:
             self._run.append(entry)
@@ -260,7 +321,7 @@ class StatusFold:
         out: list[StatusWarning] = []
         if not self._run:
             return out
-        name, args = self._run[-1].key
+        name, args = self._run[-1].key[0], self._run[-1].shown
         streak = 0
         for entry in reversed(self._run):
             if not entry.failed:
@@ -271,6 +332,22 @@ class StatusFold:
         if self.config.repeat_threshold and len(self._run) >= self.config.repeat_threshold:
             out.append(StatusWarning("repeat", name, args, len(self._run)))
         return out
+
+    def repeat_run(self) -> StatusWarning | None:
+        """The run of identical calls the latest call ends, as a notice (None: no run of 2)."""
+        if len(self._run) < 2:
+            return None
+        last = self._run[-1]
+        return StatusWarning("notice", last.key[0], last.shown, len(self._run))
+
+    def notice(self) -> StatusWarning | None:
+        """The notice on a run of ``repeat_notice`` identical calls, unless a warning on
+        that run holds (the stronger ``repeat_threshold`` one, or ``failing``)."""
+        notice_at = self.config.repeat_notice
+        run = self.repeat_run()
+        if run is None or not notice_at or run.count < notice_at or self.warnings():
+            return None
+        return run
 
     def render(
         self,
@@ -304,6 +381,9 @@ class StatusFold:
         if calls:
             sections.append("\n".join(["tool calls:", *calls]))
         warnings = self.warnings()
+        notice = self.notice()
+        if notice is not None:
+            warnings.append(notice)
         if warnings:
             sections.append("\n".join(["warnings:", *(f"- {w.line()}" for w in warnings)]))
         env = self._environment_lines()
@@ -370,6 +450,14 @@ def status_json(fold: StatusFold) -> dict[str, JsonValue]:
             {"kind": w.kind, "tool": w.tool, "arguments": w.arguments, "count": w.count}
             for w in fold.warnings()
         ],
+        **_notice_json(fold),
         "cwd": fold.cwd,
         "todo": [{"id": t.id, "status": t.status} for t in fold.todo.items()],
     }
+
+
+def _notice_json(fold: StatusFold) -> dict[str, JsonValue]:
+    notice = fold.notice()
+    if notice is None:
+        return {}
+    return {"notice": {"tool": notice.tool, "arguments": notice.arguments, "count": notice.count}}

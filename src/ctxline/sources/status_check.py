@@ -139,7 +139,8 @@ class StatusChecker:
         return None
 
     def _warnings(self, lines: list[str]) -> str | None:
-        possible = [f"- {w.line()}" for w in self.fold.warnings()]
+        found = [*self.fold.warnings(), self.fold.repeat_run()]
+        possible = [f"- {w.line()}" for w in found if w is not None]
         at = 0
         for line in lines:
             while at < len(possible) and possible[at] != line:

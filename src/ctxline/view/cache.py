@@ -25,6 +25,8 @@ while feeding are collected in :attr:`ViewCache.learned`, for the writer to stor
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import accumulate
@@ -46,9 +48,9 @@ from ctxline.sources.base import Source
 from ctxline.sources.branch import BranchMark, render_branch
 from ctxline.tags import escape
 from ctxline.tokens.counters import TextCounts
-from ctxline.view.candidates import EditIndex
+from ctxline.view.candidates import EditIndex, kept_whole
 from ctxline.view.compaction import SpanFold, SummaryLines, compaction_block
-from ctxline.view.edits import elide_arguments, fold_reference, preview, trimmed
+from ctxline.view.edits import READER, elide_arguments, fold_reference, preview, reader_of, trimmed
 from ctxline.view.fold import BudgetFold, Chain, RecordFold, ViewSetup, tool_specs
 from ctxline.view.measure import FRAMING_TOKENS, message_text
 from ctxline.view.showing import PreviousRequest, history_renderer, stamped
@@ -63,6 +65,10 @@ __all__ = [
     "history_renderer",
     "tool_specs",
 ]
+
+
+_PLAIN = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
+"""A tool name a per-call label shows bare (others as a JSON string: one line, quoted)."""
 
 
 @dataclass
@@ -88,7 +94,9 @@ class ViewCache:
     """The latest rendering of the step being planned (it becomes ``previous`` when kept)."""
     counter_name: str = ""
     view_key: tuple[object, ...] = ()
-    """The options the history was rendered with (fresh limit, time stamps)."""
+    """The options the history was rendered with (fresh limit, time stamps, reader)."""
+    reader: str | None = READER
+    """The read-back tool the offered tools hold (None: no stand-in points at a tool)."""
     compact_shown: bool = False
     handles: dict[int, str] = field(default_factory=dict)
     span: SpanFold = field(default_factory=SpanFold)
@@ -122,7 +130,8 @@ class ViewCache:
         self.openai, self.anthropic = OpenAIAssembler(), AnthropicAssembler()
         self.compact_shown = False
         self.handles = {}
-        self.index = EditIndex(memo=self.index.memo)  # the edited forms' sizes do not change
+        # the edited forms' sizes do not change (the memo's keys name the reader)
+        self.index = EditIndex(memo=self.index.memo, reader=self.reader)
         self.previews = set()
 
     def _escape(self, text: str) -> str:
@@ -134,7 +143,7 @@ class ViewCache:
     def reset(self) -> None:
         """Forget everything derived from the record (it is not the one fed so far)."""
         self.reset_view()
-        self.index = EditIndex()
+        self.index = EditIndex(reader=self.reader)
         self.escaped = {}
         self.record = RecordFold()
         self.started = False
@@ -166,7 +175,10 @@ class ViewCache:
             reduction = rec.feed(stored, setup)
             if reduction is not None and self.fed_seq:
                 self.pending.append(reduction)
-        key = (setup.options.fresh_limit, setup.options.timestamps)
+        # no tools event: nothing is offered (builtin tools off, an integration's own tools)
+        self.reader = reader_of(t.name for t in rec.tools) if rec.tools_event is not None else None
+        opts = setup.options
+        key = (opts.fresh_limit, opts.timestamps, self.reader, opts.call_labels)
         if key != self.view_key:
             self.reset_view()
             self.view_key = key
@@ -227,7 +239,7 @@ class ViewCache:
             if stored.seq in edits.short:
                 calls = []
                 for call in event.tool_calls:
-                    args, texts = elide_arguments(call.arguments)
+                    args, texts = elide_arguments(call.arguments, reader=self.reader)
                     self.new_blobs.update(texts)
                     calls.append(replace(call, arguments=args))
                 event = replace(event, tool_calls=tuple(calls))
@@ -235,7 +247,8 @@ class ViewCache:
                 (tokens,) = self.count_texts([event.text], setup)
                 handle = text_ref(event.text)
                 self.new_blobs[handle] = event.text
-                event = replace(event, text=preview(event.text, handle, tokens=tokens, noun="message"))
+                text = preview(event.text, handle, tokens=tokens, noun="message", reader=self.reader)
+                event = replace(event, text=text)
             stored = replace(stored, event=event)
         if setup.options.timestamps is not None:
             stored = stamped(stored, setup.options.timestamps)
@@ -264,7 +277,7 @@ class ViewCache:
     def _show_compaction(self, events: Sequence[StoredEvent], compact: Reduction) -> None:
         if not self.compact_shown:
             extra = self._source_reaffirm(events, compact.upto_seq)
-            text = compaction_block(compact, events, self.handles, self.span, extra)
+            text = compaction_block(compact, events, self.handles, self.span, extra, reader=self.reader)
             self.builder.add(NeutralMessage("user", text))
             self.compact_shown = True
 
@@ -290,12 +303,15 @@ class ViewCache:
                 continue
             (tokens,) = self.count_texts([event.content], setup)
             handle = text_ref(event.content)
-            forms = {"trim": trimmed(event.content, handle, tokens=tokens)}
+            if kept_whole(event):
+                continue
+            reader = self.reader
+            forms = {"trim": trimmed(event.content, handle, tokens=tokens, reader=reader)}
             if tokens > setup.options.offload_limit:
-                forms["offload"] = preview(event.content, handle, tokens=tokens)
+                forms["offload"] = preview(event.content, handle, tokens=tokens, reader=reader)
             # in the memo by text too: an edit that shows one of them finds its count
             for kind, n in zip(forms, self.count_texts(list(forms.values()), setup), strict=True):
-                self.index.memo[(seq, kind)] = n + FRAMING_TOKENS
+                self.index.memo[self.index.memo_key(seq, kind)] = n + FRAMING_TOKENS
 
     def _text_of(self, stored: StoredEvent) -> str:
         """The text a new message will be counted by (as the builder will render it)."""
@@ -329,6 +345,20 @@ class ViewCache:
             self.index.add(done + offset, message, event, edits)
 
     def _result_view(self, stored: StoredEvent, event: ToolResult, setup: ViewSetup) -> StoredEvent:
+        """The result as the view shows it (:meth:`_result_form`), with its per-call label
+        first when the options ask for it."""
+        shown = self._result_form(stored, event, setup)
+        labels = setup.options.call_labels
+        number = self.record.call_number(event.call_id, stored.seq) if labels else None
+        if number is None:
+            return shown
+        assert isinstance(shown.event, ToolResult)
+        name = number[1]  # the builder escapes the whole text: no escaping here
+        shown_name = name if _PLAIN.fullmatch(name) else json.dumps(name, ensure_ascii=False)
+        label = f"[call #{number[0]} of {shown_name}]\n"
+        return replace(shown, event=replace(shown.event, content=label + shown.event.content))
+
+    def _result_form(self, stored: StoredEvent, event: ToolResult, setup: ViewSetup) -> StoredEvent:
         """The result as the view shows it: folded, trimmed, as a preview or whole."""
         seq = stored.seq
         edits = self.record.edits
@@ -340,18 +370,18 @@ class ViewCache:
             (tokens,) = self.count_texts([event.content], setup)
             handle = self._handle(seq, event.content)
             form = trimmed if seq in edits.short else preview
-            return replace(stored, event=replace(event, content=form(event.content, handle, tokens=tokens)))
+            content = form(event.content, handle, tokens=tokens, reader=self.reader)
+            return replace(stored, event=replace(event, content=content))
         limit = setup.options.fresh_limit
-        if not (limit > 0 and len(event.content) > limit):
+        if not (limit > 0 and len(event.content) > limit) or event.meta.get("trimmable") is False:
             return stored
         (tokens,) = self.count_texts([event.content], setup)
         if tokens <= limit:
             return stored
         self.previews.add(seq)
         handle = self._handle(seq, event.content)
-        return replace(
-            stored, event=replace(event, content=preview(event.content, handle, tokens=tokens))
-        )
+        content = preview(event.content, handle, tokens=tokens, reader=self.reader)
+        return replace(stored, event=replace(event, content=content))
 
     def _handle(self, seq: int, content: str) -> str:
         handle = self.handles.get(seq)

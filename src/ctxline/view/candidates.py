@@ -27,10 +27,17 @@ from ctxline.record.blobs import blob_ref
 from ctxline.record.codec import canonical_json
 from ctxline.record.events import AssistantMessage, Event, JsonValue, ToolResult, UserMessage
 from ctxline.render.neutral import NeutralMessage
-from ctxline.view.edits import ARGUMENT_MIN_CHARS, ViewEdits, fold_reference, preview, trimmed
+from ctxline.view.edits import (
+    ARGUMENT_MIN_CHARS,
+    READER,
+    ViewEdits,
+    fold_reference,
+    preview,
+    trimmed,
+)
 from ctxline.view.measure import FRAMING_TOKENS
 
-__all__ = ["WINDOW", "Candidate", "EditIndex", "EditKind", "has_long_text"]
+__all__ = ["WINDOW", "Candidate", "EditIndex", "EditKind", "has_long_text", "kept_whole"]
 
 EditKind = Literal["fold", "trim", "offload", "args", "text"]
 
@@ -51,6 +58,13 @@ class Candidate:
     saved: int
     later: int = 0
     """fold: the seq of the later identical result the reference points at."""
+
+
+def kept_whole(event: ToolResult) -> bool:
+    """Whether no edit may touch this result: it failed (the model needs the whole error),
+    or it is marked ``meta["trimmable"] = False`` (``@tool(trimmable=False)``; an app's
+    own result). The ladder then goes to its other rungs; a compaction may still hide it."""
+    return event.is_error or event.meta.get("trimmable") is False
 
 
 def has_long_text(value: JsonValue, min_chars: int = ARGUMENT_MIN_CHARS) -> bool:
@@ -90,6 +104,8 @@ class EditIndex:
     """View indexes of assistant messages with at least one failed result."""
     memo: dict[tuple[int, str], int] = field(default_factory=dict)
     """(seq, kind) → tokens of the edited message (counted once)."""
+    reader: str | None = READER
+    """The read-back tool the stand-ins point at (None: none offered); part of the memo's key."""
     version: int = 0
     """Bumped whenever a message is added or edited (what :attr:`found` is keyed on)."""
     found: tuple[tuple[object, ...], list[Candidate]] | None = None
@@ -122,6 +138,8 @@ class EditIndex:
         elif seq and isinstance(event, ToolResult):
             if message.is_error and self.assistants:
                 self.errors.add(self.assistants[-1])
+            if kept_whole(event):
+                return  # no fold, trim or offload ever touches it (nor is it folded into)
             key = self.call_keys.get(message.call_id)
             if key is not None and seq not in edits.folded and seq not in edits.trimmed:
                 full = (*key, event.content)
@@ -169,8 +187,8 @@ class EditIndex:
         ``fold``: an earlier copy of an identical result (anywhere before the fresh turn);
         ``trim``: a successful result before ``keep_from``, to its short stub (a preview
         already shown becomes a stub too); ``offload``: a whole result over ``offload``
-        tokens between ``keep_from`` and ``fresh_from``, or a failed one before, to a
-        preview; ``args``: the long argument texts of a call before ``keep_from`` whose
+        tokens between ``keep_from`` and ``fresh_from``, to a preview (a failed result
+        or one marked not trimmable is never a candidate: :func:`kept_whole`); ``args``: the long argument texts of a call before ``keep_from`` whose
         results all succeeded. ``previews``: seqs shown as previews from the start.
         """
         key = (self.version, edits.version, len(view), keep_from, fresh_from, offload, min_saving)
@@ -210,7 +228,7 @@ class EditIndex:
             event = getattr(events[seq - 1], "event", None)
             if not isinstance(event, ToolResult):
                 continue
-            ref = memo.get((seq, f"fold:{later}"))
+            ref = memo.get(self.memo_key(seq, f"fold:{later}"))
             if ref is None:
                 ref = self._tokens(seq, f"fold:{later}", partial(fold_reference, event.name or "the tool", later), count)
             if tokens[index] - ref > min_saving:
@@ -244,7 +262,7 @@ class EditIndex:
                 continue
             now = tokens[index]
             short = self._tokens(
-                message.seq, "args", partial(_elided_text, events[message.seq - 1], message), count
+                message.seq, "args", partial(_elided_text, events[message.seq - 1], message, self.reader), count
             )
             if now - short > min_saving:
                 out.append(Candidate(index, message.seq, "args", now - short))
@@ -276,17 +294,17 @@ class EditIndex:
         content = _content(events, seq)
         if content is None:
             return None, True
-        if zone == 1 and not message.is_error:
-            stub = self._tokens(seq, "trim", partial(_stub, content, count), count)
+        if zone == 1:
+            stub = self._tokens(seq, "trim", partial(_stub, content, count, self.reader), count)
             if now - stub > min_saving:
                 return Candidate(index, seq, "trim", now - stub), False
             return None, True  # its stub saves too little, now and later
         big = offload and now - FRAMING_TOKENS > offload
         if big and seq not in edits.trimmed and seq not in previews:
-            short = self._tokens(seq, "offload", partial(_preview, content, count), count)
+            short = self._tokens(seq, "offload", partial(_preview, content, count, self.reader), count)
             if now - short > min_saving:
                 return Candidate(index, seq, "offload", now - short), False
-        return None, message.is_error and not big  # a small failed result is never edited
+        return None, False
 
     def _newest_text(
         self,
@@ -306,18 +324,22 @@ class EditIndex:
         out: list[Candidate] = []
         if message.seq not in edits.trimmed and any(has_long_text(c.arguments) for c in event.tool_calls):
             elided = self._tokens(
-                message.seq, "args", partial(_elided_text, events[message.seq - 1], message), count
+                message.seq, "args", partial(_elided_text, events[message.seq - 1], message, self.reader), count
             )
             if tokens[index] - elided > min_saving:
                 out.append(Candidate(index, message.seq, "args", tokens[index] - elided))
-        short = self._tokens(message.seq, "text", partial(_text_preview, event.text, count), count)
+        short = self._tokens(message.seq, "text", partial(_text_preview, event.text, count, self.reader), count)
         saved = count(message.text) - (short - FRAMING_TOKENS)
         if saved > min_saving:
             out.append(Candidate(index, message.seq, "text", saved))
         return out
 
+    def memo_key(self, seq: int, kind: str) -> tuple[int, str]:
+        """The memo's key of ``seq``'s edited form ``kind`` (the forms differ by reader)."""
+        return (seq, kind if self.reader == READER else f"{kind}:{self.reader or ''}")
+
     def _tokens(self, seq: int, kind: str, text: Callable[[], str], count: Count) -> int:
-        key = (seq, kind)
+        key = self.memo_key(seq, kind)
         found = self.memo.get(key)
         if found is None:
             found = self.memo[key] = count(text()) + FRAMING_TOKENS
@@ -329,19 +351,19 @@ def _content(events: Sequence[object], seq: int) -> str | None:
     return event.content if isinstance(event, ToolResult) else None
 
 
-def _stub(content: str, count: Count) -> str:
-    return trimmed(content, blob_ref(content.encode()), tokens=count(content))
+def _stub(content: str, count: Count, reader: str | None) -> str:
+    return trimmed(content, blob_ref(content.encode()), tokens=count(content), reader=reader)
 
 
-def _text_preview(text: str, count: Count) -> str:
-    return preview(text, blob_ref(text.encode()), tokens=count(text), noun="message")
+def _text_preview(text: str, count: Count, reader: str | None) -> str:
+    return preview(text, blob_ref(text.encode()), tokens=count(text), noun="message", reader=reader)
 
 
-def _preview(content: str, count: Count) -> str:
-    return preview(content, blob_ref(content.encode()), tokens=count(content))
+def _preview(content: str, count: Count, reader: str | None) -> str:
+    return preview(content, blob_ref(content.encode()), tokens=count(content), reader=reader)
 
 
-def _elided_text(stored: object, message: NeutralMessage) -> str:
+def _elided_text(stored: object, message: NeutralMessage, reader: str | None) -> str:
     from ctxline.view.edits import elide_arguments
     from ctxline.view.measure import message_text
 
@@ -350,6 +372,6 @@ def _elided_text(stored: object, message: NeutralMessage) -> str:
         return message.text
     calls = []
     for call, shown in zip(event.tool_calls, message.tool_calls, strict=False):
-        args, _ = elide_arguments(call.arguments)
+        args, _ = elide_arguments(call.arguments, reader=reader)
         calls.append(type(shown)(shown.id, shown.name, args))
     return message_text(NeutralMessage("assistant", message.text, tuple(calls)))

@@ -162,15 +162,16 @@ class SpanFold:
                 self.files.pop(match, None)
                 self.files[match] = None
 
-    def digest(self, handles: dict[int, str]) -> str:
-        """Three lines, each ctxline's: tool names quoted unless plain, paths on one line."""
+    def digest(self, handles: dict[int, str], reader: str | None = "read_result") -> str:
+        """Three lines, each ctxline's: tool names quoted unless plain, paths on one line
+        (``reader``: the read-back tool offered, None when there is none)."""
         saved = [f"seq {seq}: {ref}" for seq, ref in sorted(handles.items()) if seq <= self.upto]
         tools = ", ".join(f"{quote_name(name)} ×{n}" for name, n in sorted(self.tools.items()))
         files = ", ".join(one_line(path) for path in list(self.files)[-25:])
         return "\n".join(
             [
                 "tools used: " + (tools or "none"),
-                "saved outputs (read_result): " + ("; ".join(saved[-12:]) or "none"),
+                f"saved outputs{f' ({reader})' if reader else ''}: " + ("; ".join(saved[-12:]) or "none"),
                 "files touched: " + (files or "none"),
             ]
         )
@@ -201,14 +202,17 @@ def compaction_block(
     handles: dict[int, str],
     fold: SpanFold | None = None,
     extra: Sequence[str] = (),
+    *,
+    reader: str | None = "read_result",
 ) -> str:
     """The user-role message that stands for the compacted span; ``extra`` are rendered
-    blocks the sources restate (see :meth:`~ctxline.sources.base.Source.reaffirm`)."""
+    blocks the sources restate (see :meth:`~ctxline.sources.base.Source.reaffirm`);
+    ``reader`` is the read-back tool the request offers (None: the digest names none)."""
     span = (fold or SpanFold()).advance(events, reduction.upto_seq)
     affirm = [*span.reaffirm(), *extra]
     blocks = [
         element("ctx-summary", escape(reduction.summary), upto_seq=str(reduction.upto_seq)),
-        element("ctx-digest", escape(span.digest(handles))),
+        element("ctx-digest", escape(span.digest(handles, reader))),
         element("ctx-reaffirm", "\n" + "\n".join(affirm) + "\n" if affirm else ""),
     ]
     return "\n".join(blocks)
@@ -256,7 +260,6 @@ def plan_compaction(
     previous_upto: int,
     summarizer: Summarizer = extractive_summary,
     keep_users: bool = True,
-    ceiling: int | None = None,
     users: Sequence[int] | None = None,
     lines: SummaryLines | None = None,
     prefix: Sequence[int] | None = None,
@@ -269,8 +272,7 @@ def plan_compaction(
     before :class:`~ctxline.errors.ContextOverflow`). The most recent group is never
     summarized (the model never wakes up from a compaction without its last step, nor
     with its newest results folded into a summary), whatever its size; the groups before
-    it are kept while they fit the recent budget. (``ceiling`` once capped the newest
-    group; it is accepted and no longer used.)
+    it are kept while they fit the recent budget.
 
     The work is O(what is kept): groups are found from the end, and the step's caches
     can give the view indexes of the user messages (``users``), the default summary's

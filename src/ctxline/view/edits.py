@@ -22,7 +22,7 @@ form before this one), as :func:`preview`.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import assert_never
 
@@ -32,6 +32,7 @@ from ctxline.view.measure import ViewMessage
 
 __all__ = [
     "ARGUMENT_MIN_CHARS",
+    "READER",
     "SHORT",
     "TEXT",
     "ViewEdits",
@@ -41,6 +42,7 @@ __all__ = [
     "iter_lines",
     "preview",
     "protected_recent",
+    "reader_of",
     "trimmed",
 ]
 
@@ -49,6 +51,8 @@ SHORT = "short"
 TEXT = "text"
 """``meta["form"]`` of a trim of assistant messages whose text shows as a :func:`preview`
 (the last resort when the newest group alone does not fit)."""
+READER = "read_result"
+"""The tool a stand-in points at when the request offers it (see :func:`reader_of`)."""
 ARGUMENT_MIN_CHARS = 800
 """A string in an older call's arguments is elided only from this length on (~200 tokens)."""
 
@@ -147,8 +151,12 @@ def preview(
     tail_lines: int = 6,
     width: int = 240,
     noun: str = "output",
+    reader: str | None = READER,
 ) -> str:
-    """A short stand-in for a long output: size, handle, first and last lines."""
+    """A short stand-in for a long output: size, handle, first and last lines.
+
+    ``reader``: the tool this request offers to read a saved text back (None: none is
+    offered, and the stand-in points at no tool)."""
     if len(content) > HUGE_CHARS:
         count, first, last = _huge_lines(content, head_lines + tail_lines, tail_lines, width)
     else:
@@ -158,10 +166,14 @@ def preview(
     def cut(line: str) -> str:
         return line if len(line) <= width else line[: width - 1] + "…"
 
+    where = (
+        f' The full output is saved; read it with {reader}(handle="{handle}", page=1).]'
+        if reader
+        else f" The full {noun} is saved as {handle}; no tool in this request reads it back.]"
+    )
     intro = (
         f"[{noun} shown as a preview: {len(content):,} characters, {count:,} lines,"
-        f" ~{tokens:,} tokens. The full output is saved; read it with"
-        f' read_result(handle="{handle}", page=1).]'
+        f" ~{tokens:,} tokens.{where}"
     )
     if count <= head_lines + tail_lines:
         body = [cut(line) for line in first]
@@ -179,16 +191,24 @@ def preview(
     )
 
 
-def trimmed(content: str, handle: str, *, tokens: int, width: int = 160) -> str:
-    """The stub of an older output: its size, its handle, its first and last line."""
+def trimmed(
+    content: str, handle: str, *, tokens: int, width: int = 160, reader: str | None = READER
+) -> str:
+    """The stub of an older output: its size, its handle, its first and last line
+    (``reader``: as for :func:`preview`)."""
     if len(content) > HUGE_CHARS:
         count, first, last = _huge_lines(content, 1, 1, width)
     else:
         lines = content.splitlines()
         count, first, last = len(lines), lines[:1], lines[-1:]
+    where = (
+        f'{reader}(handle="{handle}", page=1) returns it whole'
+        if reader
+        else f"saved whole as {handle}; no tool in this request reads it back"
+    )
     intro = (
         f"[older output trimmed: {len(content):,} characters, {count:,} lines,"
-        f' ~{tokens:,} tokens; read_result(handle="{handle}", page=1) returns it whole]'
+        f" ~{tokens:,} tokens; {where}]"
     )
 
     def cut(line: str) -> str:
@@ -199,7 +219,7 @@ def trimmed(content: str, handle: str, *, tokens: int, width: int = 160) -> str:
 
 
 def elide_arguments(
-    arguments: JsonValue, min_chars: int = ARGUMENT_MIN_CHARS
+    arguments: JsonValue, min_chars: int = ARGUMENT_MIN_CHARS, *, reader: str | None = READER
 ) -> tuple[JsonValue, dict[str, str]]:
     """``arguments`` with every string of ``min_chars`` or more replaced by a stub.
 
@@ -219,7 +239,9 @@ def elide_arguments(
                 return value
             handle = blob_ref(value.encode())
             texts[handle] = value
-            return f'[{len(value):,} characters elided; read_result(handle="{handle}", page=1) returns them]'
+            if reader is None:
+                return f"[{len(value):,} characters elided; saved as {handle}]"
+            return f'[{len(value):,} characters elided; {reader}(handle="{handle}", page=1) returns them]'
         if isinstance(value, dict):
             return {k: walk(v) for k, v in value.items()}
         if isinstance(value, list):
@@ -227,6 +249,17 @@ def elide_arguments(
         return value
 
     return walk(arguments), texts
+
+
+def reader_of(tool_names: Iterable[str]) -> str | None:
+    """The read-back tool among the tools a request offers, or None: a stand-in never
+    points the model at a tool it was not given (builtin tools turned off, an
+    integration that binds its own tools).
+
+    >>> reader_of(["bash", "read_result"]), reader_of(["bash"])
+    ('read_result', None)
+    """
+    return READER if READER in tool_names else None
 
 
 def fold_reference(name: str, later_seq: int) -> str:

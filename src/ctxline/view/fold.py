@@ -192,6 +192,17 @@ class RecordFold:
     """The guide kinds the record brought, in the order they first appeared."""
     compacted: bool = False
     budget: BudgetFold = field(default_factory=BudgetFold)
+    call_numbers: dict[str, list[tuple[int, int, str]]] = field(default_factory=dict)
+    """call id → (seq of its call, its number among the calls of its tool, the tool), one
+    per call with that id (ids can be reused): the per-call label."""
+    calls_by_tool: dict[str, int] = field(default_factory=dict)
+
+    def call_number(self, call_id: str, seq: int) -> tuple[int, str] | None:
+        """(number, tool) of the latest call ``call_id`` made before record seq ``seq``."""
+        for at, n, name in reversed(self.call_numbers.get(call_id, ())):
+            if at < seq:
+                return n, name
+        return None
 
     def start(self, setup: ViewSetup) -> None:
         for source in setup.sources:
@@ -239,9 +250,12 @@ class RecordFold:
                 self.edits.apply(event)
                 self.compacted = self.compacted or event.action == "compact"
                 return event
+            case AssistantMessage():
+                for call in event.tool_calls:
+                    n = self.calls_by_tool[call.name] = self.calls_by_tool.get(call.name, 0) + 1
+                    self.call_numbers.setdefault(call.id, []).append((stored.seq, n, call.name))
             case (
                 UserMessage()
-                | AssistantMessage()
                 | ToolResult()
                 | State()
                 | Rule()

@@ -50,7 +50,7 @@ from ctxline.view.candidates import Candidate
 from ctxline.view.compaction import plan_compaction
 from ctxline.view.measure import ViewMessage
 from ctxline.view.reducer import Goal, LadderConfig, Reducer, Rung
-from ctxline.view.report import Action, CostReport
+from ctxline.view.report import Action, Considered, CostReport
 
 __all__ = [
     "DEFAULT_RUNGS",
@@ -67,12 +67,19 @@ __all__ = [
 ]
 
 
+def _names(cands: Sequence[Candidate]) -> tuple[str, ...]:
+    return tuple(f"{c.kind}:{c.seq}" for c in cands)
+
+
 def fold_duplicates(r: Reducer, goal: Goal) -> bool:
     """Rung 1: earlier copies of an identical result refer to the latest one."""
     folds = [c for c in r.candidates(goal) if c.kind == "fold"]
     plan = plan_edits(folds, r.prefix, r.budget, total=r.total, pressure=r.options.pressure_line)
     if plan is None or plan.gain <= 0:
+        if folds:
+            r.consider(Considered("fold_duplicates", _names(folds)))
         return False
+    r.consider(Considered("fold_duplicates", _names(folds), _names(plan.edits)))
     r.reduce(*edit_reductions(plan))
     return True
 
@@ -80,11 +87,15 @@ def fold_duplicates(r: Reducer, goal: Goal) -> bool:
 def drop_dynamic(r: Reducer, goal: Goal) -> bool:
     """Rung 2: optional tail items go, lowest priority first, until the goal is met."""
     dropped: list[str] = []
-    for item_id, _ in sorted(r.optional_tail(), key=lambda item: item[1]):
+    optional = sorted(r.optional_tail(), key=lambda item: item[1])
+    for item_id, _ in optional:
         if r.total <= goal.tokens:
             break
         dropped.append(item_id)
         r.drop_tail(dropped)
+    if optional:
+        names = tuple(f"dynamic:{i}" for i, _ in optional)
+        r.consider(Considered("drop_dynamic", names, tuple(f"dynamic:{i}" for i in dropped)))
     return bool(dropped)
 
 
@@ -94,11 +105,15 @@ def drop_tools(r: Reducer, goal: Goal) -> bool:
     tools are never optional; with no discoverable tools there is nothing to drop."""
     excess = r.total - goal.tokens
     chosen: list[str] = []
-    for name, tokens in r.optional_tools():
+    optional = r.optional_tools()
+    for name, tokens in optional:
         if excess <= 0:
             break
         chosen.append(name)
         excess -= tokens
+    if optional:
+        names = tuple(f"tool:{n}" for n, _ in optional)
+        r.consider(Considered("drop_tools", names, tuple(f"tool:{n}" for n in chosen)))
     if not chosen:
         return False
     r.drop_tools(chosen)
@@ -121,10 +136,14 @@ def trim_outputs(r: Reducer, goal: Goal) -> bool:
     if plan is None:
         best = plan_edits(cands, r.prefix, inputs, total=total, pressure=pressure)
         r.deferred[:] = edit_reductions(best) if best is not None else []
+        chosen = _names(best.edits) if best is not None else ()
+        r.consider(Considered("trim_outputs", _names(cands), chosen, deferred=bool(chosen)))
         return False
     if _compaction_is_cheaper(r, goal, plan):
         r.deferred[:] = edit_reductions(plan)
+        r.consider(Considered("trim_outputs", _names(cands), _names(plan.edits), deferred=True))
         return False
+    r.consider(Considered("trim_outputs", _names(cands), _names(plan.edits)))
     r.reduce(*edit_reductions(plan))
     r.decide(plan.report("edits", inputs, 0))
     return True
@@ -156,7 +175,7 @@ def compact(r: Reducer, goal: Goal) -> bool:
     :func:`run_ladder` when the last resort failed and the request still does not fit).
     """
     deferred, r.deferred[:] = list(r.deferred), []
-    reduction: Reduction | None
+    reduction: Reduction | None = None
     try:
         reduction = _plan(r, goal)
         total, minimum = r.total, r.options.min_compaction_saving
@@ -168,6 +187,8 @@ def compact(r: Reducer, goal: Goal) -> bool:
             )
     except CompactionError as exc:
         r.failures.append((goal.last_resort, str(exc)))
+        if reduction is not None:
+            r.consider(Considered("compact", (f"compact:{reduction.upto_seq}",)))
         reduction = None
     if reduction is None:
         if deferred:
@@ -175,6 +196,7 @@ def compact(r: Reducer, goal: Goal) -> bool:
             return True
         return False
     inputs = r.budget
+    r.consider(Considered("compact", (f"compact:{reduction.upto_seq}",), (f"compact:{reduction.upto_seq}",)))
     r.reduce(reduction)
     riders = r.candidates(goal)
     if riders:
@@ -202,7 +224,6 @@ def _plan(r: Reducer, goal: Goal, *, estimate: bool = False) -> Reduction | None
             previous_upto=compact_in_force.upto_seq if compact_in_force is not None else 0,
             summarizer=r.summarizer,
             keep_users=not last,
-            ceiling=int(limit * (cfg.last_resort_compact_target if last else opts.target)),
             users=users,
             lines=lines,
             prefix=prefix,
@@ -232,9 +253,11 @@ def _edit_under_pressure(r: Reducer) -> None:
         return
     threshold = opts.edit_gain * inputs.pricing.write_premium * total
     if plan.gain > 0 and plan.gain >= threshold:
+        r.consider(Considered("edit", _names(cands), _names(plan.edits)))
         r.reduce(*edit_reductions(plan))
         r.decide(plan.report("edit", inputs, threshold))
     else:
+        r.consider(Considered("edit", _names(cands)))
         r.decide(plan.report("keep", inputs, threshold))
 
 
@@ -305,6 +328,8 @@ def _preview_newest(r: Reducer, goal: Goal) -> None:
             break
         chosen.append(c)
         saved += c.saved
+    if cands:
+        r.consider(Considered("preview_newest", _names(cands), _names(chosen)))
     if chosen:
         chosen.sort(key=lambda c: c.index)
         r.reduce(*edit_reductions(EditPlan(chosen[0].index, tuple(chosen), saved, 0, 0, 0)))

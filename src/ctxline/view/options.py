@@ -93,6 +93,11 @@ class PrepareOptions:
     (docs/budget.md: 3 takes mini-swe-agent from 1.45 to 1.1 cache breaks per 100 steps
     for 7 % more billed input; 1 is the plain rewrite)."""
 
+    call_labels: bool = False
+    """Start each tool result with ``[call #3 of read_file]`` (its number among the calls
+    of that tool in the record), so a model can tell repeated calls apart. Off: the
+    results are shown as recorded (and the logged options leave the key out)."""
+
     def __post_init__(self) -> None:
         if self.provider not in ("openai", "anthropic"):
             raise ValidationError(
@@ -171,7 +176,15 @@ class PrepareOptions:
 
 @lru_cache(maxsize=64)
 def _options_json(options: PrepareOptions) -> dict[str, JsonValue]:
-    return asdict(options)  # options are frozen: their JSON never changes
+    out: dict[str, JsonValue] = asdict(options)  # options are frozen: their JSON never changes
+    for name, default in _LOGGED_WHEN_SET.items():
+        if out[name] == default:
+            del out[name]  # a header from before the option reads the same
+    return out
+
+
+_LOGGED_WHEN_SET: dict[str, JsonValue] = {"call_labels": False}
+"""Options newer than the logged form: in a header only when set (from_json: the default)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,10 +203,32 @@ class StepInputs:
     system_suffix: str = ""
     meta: Mapping[str, JsonValue] = field(default_factory=dict)
     tool_choice: str | None = None
+    allowed_tools: tuple[str, ...] | None = None
+    """The offered tools the model may call now (staged exposure); None: every one."""
+
+    def allowed_sent(self, provider: Provider) -> bool:
+        """Whether the body narrows the choice to ``allowed_tools`` (OpenAI only: Anthropic
+        has no field for it, and narrowing its tools array would break the cache)."""
+        choice = self.tool_choice
+        return (
+            self.allowed_tools is not None
+            and provider == "openai"
+            and choice in (None, "auto", "required")
+        )
 
     def body_extra(self, provider: Provider) -> dict[str, JsonValue]:
-        """Top-level body keys of this step (the provider's form of ``tool_choice``)."""
+        """Top-level body keys of this step (the provider's form of ``tool_choice``; with
+        ``allowed_tools``, OpenAI's ``{"type": "allowed_tools", ...}`` form)."""
         choice = self.tool_choice
+        if self.allowed_sent(provider):
+            assert self.allowed_tools is not None
+            tools: list[JsonValue] = [
+                {"type": "function", "function": {"name": name}} for name in self.allowed_tools
+            ]
+            mode = "required" if choice == "required" else "auto"
+            return {
+                "tool_choice": {"type": "allowed_tools", "allowed_tools": {"mode": mode, "tools": tools}}
+            }
         if choice is None:
             return {}
         if provider == "openai":
@@ -217,16 +252,20 @@ class StepInputs:
             out["meta"] = dict(self.meta)
         if self.tool_choice is not None:
             out["tool_choice"] = self.tool_choice
+        if self.allowed_tools is not None:
+            out["allowed_tools"] = list(self.allowed_tools)
         return out
 
     @classmethod
     def from_json(cls, data: Mapping[str, JsonValue]) -> StepInputs:
         now, tail = data.get("now"), data.get("tail") or []
         meta = data.get("meta")
+        allowed = data.get("allowed_tools")
         return cls(
             now=None if now is None else parse_at(now, where="inputs.now"),
             tail=tuple(str(t) for t in tail) if isinstance(tail, list) else (),
             system_suffix=str(data.get("system_suffix") or ""),
             meta=meta if isinstance(meta, dict) else {},
             tool_choice=str(data["tool_choice"]) if data.get("tool_choice") is not None else None,
+            allowed_tools=tuple(str(a) for a in allowed) if isinstance(allowed, list) else None,
         )

@@ -40,8 +40,9 @@ from ctxline.tags import escape
 from ctxline.tokens.counters import CountLookup, TokenCounter, get_counter
 from ctxline.view.cache import PreviousRequest, ViewCache, ViewSetup
 from ctxline.view.measure import FRAMING_TOKENS, ViewMessage, message_text
-from ctxline.view.options import PrepareOptions, StepInputs
+from ctxline.view.options import PrepareOptions, Provider, StepInputs
 from ctxline.view.report import (
+    MANY_TOOLS,
     Action,
     Budget,
     CostReport,
@@ -191,6 +192,12 @@ def render_step(
     prefix = _prefix(cache, fingerprint, frozen, live, live_tokens, sections.tools + sections.system)
     limit = options.input_limit
     status = inputs.meta.get("status")
+    flags: tuple[str, ...] = ()
+    if len(tools) > MANY_TOOLS:
+        flags = (
+            f"many_tools: {len(tools)} tools offered (more than {MANY_TOOLS}); a model"
+            " chooses among many less reliably: offer fewer (discovery, allowed_tools by phase)",
+        )
     report = Report(
         step=step,
         provider=options.provider,
@@ -213,6 +220,8 @@ def render_step(
         status=status if isinstance(status, dict) else None,
         ids=ids,
         cost=cost,
+        flags=flags,
+        exposure=_exposure(inputs, options.provider, len(tools)),
     )
     made = PreviousRequest(step, frozen, len(frozen), cache.generation, fingerprint, live, inputs.tail)
     if remember:
@@ -224,6 +233,24 @@ def render_step(
         frozen, cache.frozen_tokens, len(frozen), open_messages, live_tokens[: len(open_messages)]
     )
     return Preparation(parts, parts.sha256, report, header, rec.guide, history)
+
+
+def _exposure(inputs: StepInputs, provider: Provider, offered: int) -> dict[str, JsonValue] | None:
+    """The report's staged-exposure section (None when no source narrowed the tools)."""
+    allowed = inputs.allowed_tools
+    if allowed is None:
+        return None
+    out: dict[str, JsonValue] = {"allowed": list(allowed), "offered": offered}
+    if inputs.allowed_sent(provider):
+        out["sent"] = "tool_choice allowed_tools; the tools array is unchanged, so the cache holds"
+    elif provider == "openai":
+        out["not_sent"] = f"tool_choice {inputs.tool_choice!r} takes precedence"
+    else:
+        out["not_sent"] = (
+            "anthropic has no allowed-tools field, and narrowing its tools array would break"
+            " the cache: every offered tool stays callable (the runner's guards decide)"
+        )
+    return out
 
 
 def _new_ids(

@@ -22,7 +22,7 @@ from ctxline.view.compaction import Summarizer, SummaryLines
 from ctxline.view.edits import ViewEdits
 from ctxline.view.measure import ViewMessage
 from ctxline.view.options import PrepareOptions
-from ctxline.view.report import Action, CostReport, TokenSections
+from ctxline.view.report import Action, Considered, CostReport, TokenSections
 
 __all__ = ["Goal", "LadderConfig", "Reducer", "Rung"]
 
@@ -126,6 +126,10 @@ class Reducer(Protocol):
 
     def decide(self, report: CostReport) -> None:
         """Report the cost model's decision (the last one of the step stands)."""
+        ...
+
+    def consider(self, considered: Considered) -> None:
+        """Report what a rung weighed and what it took (every rung that ran is listed)."""
         ...
 
     deferred: list[Reduction]

@@ -22,8 +22,11 @@ from ctxline.record.events import JsonValue, Reduction
 from ctxline.render.neutral import PairingReport
 
 __all__ = [
+    "CONSIDERED_SHOWN",
+    "MANY_TOOLS",
     "Action",
     "Budget",
+    "Considered",
     "CostReport",
     "FirstDifference",
     "Pairing",
@@ -121,6 +124,39 @@ def action_of(reduction: Reduction) -> Action:
     return Action(
         "compact", reduction.saved_tokens, upto_seq=reduction.upto_seq, kept=reduction.keep
     )
+
+
+CONSIDERED_SHOWN = 24
+"""A rung's candidates listed in the report at most (``count`` says how many it had)."""
+MANY_TOOLS = 10
+"""Over this many offered tools the report flags the request (``flags``): past about ten
+actions, models choose among them less reliably (docs/budget.md)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Considered:
+    """What one rung of the ladder weighed at this step, and what it took.
+
+    Candidates are named ``kind:id`` — ``fold:12``, ``trim:12``, ``offload:15``,
+    ``args:11``, ``text:20`` (record seqs), ``dynamic:ID``, ``tool:NAME``, ``compact:SEQ``
+    (the cut); ``adopted`` are those it made (or, for trims that wait for a compaction,
+    ``deferred``)."""
+
+    rung: str
+    candidates: tuple[str, ...]
+    adopted: tuple[str, ...] = ()
+    deferred: bool = False
+
+    def to_json(self) -> dict[str, JsonValue]:
+        out: dict[str, JsonValue] = {
+            "rung": self.rung,
+            "count": len(self.candidates),
+            "candidates": list(self.candidates[:CONSIDERED_SHOWN]),
+            "adopted": list(self.adopted[:CONSIDERED_SHOWN]),
+        }
+        if self.deferred:
+            out["deferred"] = True
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,6 +266,13 @@ class Report(Mapping[str, JsonValue]):
     (see :mod:`ctxline.render.ids`); in the JSON only when there is one."""
     cost: CostReport | None = None
     """The cost model's decision (absent when there was nothing to decide)."""
+    considered: tuple[Considered, ...] = ()
+    """Each rung that ran, with every candidate it weighed (in the JSON when one ran)."""
+    flags: tuple[str, ...] = ()
+    """What a developer should look at (``many_tools``); in the JSON only when there is one."""
+    exposure: Mapping[str, JsonValue] | None = None
+    """Staged exposure: the tools allowed at this step, of how many offered, and whether
+    (and how) the request told the provider; in the JSON only when a source narrowed them."""
 
     def to_json(self) -> dict[str, JsonValue]:
         out: dict[str, JsonValue] = {
@@ -250,6 +293,12 @@ class Report(Mapping[str, JsonValue]):
             out["ids"] = [list(pair) for pair in self.ids]
         if self.cost is not None:
             out["cost"] = self.cost.to_json()
+        if self.considered:
+            out["considered"] = [c.to_json() for c in self.considered]
+        if self.flags:
+            out["flags"] = list(self.flags)
+        if self.exposure is not None:
+            out["exposure"] = dict(self.exposure)
         return out
 
     def __getitem__(self, key: str) -> JsonValue:

@@ -48,7 +48,7 @@ from ctxline.view.ladder import DEFAULT_RUNGS, Goal, LadderConfig, Rung, run_lad
 from ctxline.view.measure import LazyView
 from ctxline.view.options import PrepareOptions, StepInputs
 from ctxline.view.prepare import Preparation, render_step
-from ctxline.view.report import Action, CostReport, TokenSections
+from ctxline.view.report import Action, Considered, CostReport, TokenSections
 
 __all__ = ["StepPlan", "StepRequest", "StepSetup", "plan_step", "tool_json"]
 
@@ -119,8 +119,10 @@ class _Step:
         self.failures: list[tuple[bool, str]] = []
         self.system = ""
         self.meta: dict[str, JsonValue] = {}
+        self.allowed: tuple[str, ...] | None = None
         self.prep: Preparation | None = None
         self.cost: CostReport | None = None
+        self.considered: list[Considered] = []
         self._budget: BudgetInputs | None = None
         self._ids = 0
 
@@ -149,15 +151,28 @@ class _Step:
     def inputs(self) -> StepInputs:
         tail = (*self.request.tail, *(i.text for i in self.tail_items if i.id not in self.dropped))
         meta = dict(self.meta)
-        return StepInputs(self.request.now, tail, self.system, meta, self.request.tool_choice)
+        return StepInputs(
+            self.request.now, tail, self.system, meta, self.request.tool_choice, self._allowed()
+        )
+
+    def _allowed(self) -> tuple[str, ...] | None:
+        """The sources' allowed tools among those offered, in the tools array's order (None
+        when they leave every offered tool allowed, or none of them)."""
+        if self.allowed is None:
+            return None
+        wanted = set(self.allowed)
+        offered = [t.name for t in self.cache.record.tools]
+        allowed = tuple(n for n in offered if n in wanted)
+        return allowed if allowed and len(allowed) < len(offered) else None
 
     def render(self) -> Preparation:
         self.sync_guide()
-        extra = [*self.notes]
+        extra: list[Action] = []  # in the ladder's order: rung 2, then rung 3
         if self.dropped:
-            extra.insert(0, Action("drop_dynamic", items=tuple(self.dropped)))
+            extra.append(Action("drop_dynamic", items=tuple(self.dropped)))
         if self.tools_dropped:
-            extra.insert(0, Action("drop_tools", items=self.tools_dropped))
+            extra.append(Action("drop_tools", items=self.tools_dropped))
+        extra.extend(self.notes)
         self.prep = render_step(
             self.cache,
             self.setup.view,
@@ -264,13 +279,18 @@ class _Step:
         """Keep the decision for the report (put in once, when the step is done)."""
         self.cost = report
 
+    def consider(self, considered: Considered) -> None:
+        """Keep what a rung weighed for the report (put in when the step is done)."""
+        self.considered.append(considered)
+
     def finish(self) -> Preparation:
-        """The last rendering, with the cost decision in its report and header (nothing
-        in the body depends on it, so it is not rendered again)."""
+        """The last rendering, with the cost decision and what the rungs weighed in its
+        report and header (nothing in the body depends on them: no new rendering)."""
         prep = self.prep
         assert prep is not None
-        if self.cost is not None and prep.report.cost is not self.cost:
-            new = replace(prep.report, cost=self.cost)
+        considered = tuple(self.considered)
+        if (self.cost is not None and prep.report.cost is not self.cost) or considered:
+            new = replace(prep.report, cost=self.cost or prep.report.cost, considered=considered)
             prep = replace(prep, report=new, header=replace(prep.header, report=new.to_json()))
             self.prep = prep
         return prep
@@ -312,6 +332,23 @@ class _Step:
     def note(self, action: Action) -> None:
         self.notes.append(action)
         self.render()
+
+
+def _bring_back_forced(step: _Step, choice: str | None) -> None:
+    """A ``tool_choice`` that names an offered tool an earlier cut of rung 3 left out:
+    the cut gets it back (same ``meta.offered``, so the cut, with it, stays)."""
+    rec = step.cache.record
+    if choice is None or choice in ("auto", "none", "required") or rec.tools_event is None:
+        return
+    if any(t.name == choice for t in rec.tools):
+        return
+    if not any(t.name == choice for t in step.setup.tools):
+        return  # not offered by the app at all: the provider names the mistake
+    shown = {t.name for t in rec.tools} | {choice}
+    keep = tuple(tool_json(t) for t in step.setup.tools if t.name in shown)
+    meta: dict[str, JsonValue] = dict(rec.tools_event.meta)
+    meta["dropped"] = [t.name for t in step.setup.tools if t.name not in shown]
+    step.add(Tools(keep, meta))
 
 
 def _sha(data: bytes) -> str:
@@ -377,6 +414,7 @@ def plan_step(
         and not _cut_from(rec.tools_event, wanted_json)
     ):
         step.add(Tools(tuple(tool_json(t) for t in setup.tools)))
+    _bring_back_forced(step, request.tool_choice)
     ctx = StepContext(request.now, step.chain, setup.view.options, setup.view.counter, request.dynamic)
     for source in setup.view.sources:
         part = source.step(rec.folds[source.name], ctx)
@@ -384,6 +422,11 @@ def plan_step(
             step.add(*part.events)
         step.tail_items.extend(part.tail)
         step.system += part.system
+        if part.allowed_tools is not None:  # several sources: what all of them allow
+            previous = step.allowed
+            step.allowed = tuple(
+                n for n in part.allowed_tools if previous is None or n in previous
+            )
         if part.meta:
             step.meta[source.name] = dict(part.meta)
     step.render()
