@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import threading
 import warnings
-from typing import Any
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, ClassVar
 
 import pytest
 from langchain.agents import create_agent
@@ -229,3 +232,67 @@ def test_a_stub_names_read_result_only_when_the_model_has_it() -> None:
     assert sorted(_logged_tools(mw)) == sorted(model.bound[-1])
     answer = [m for m in state["messages"] if isinstance(m, ToolMessage)][-1]
     assert "not a valid tool" not in str(answer.content)
+
+
+class _Completions(BaseHTTPRequestHandler):
+    """An OpenAI-compatible endpoint that answers every chat completion with one reply."""
+
+    bodies: ClassVar[list[dict[str, Any]]] = []
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.bodies.append(body)
+        reply = {
+            "id": "c",
+            "object": "chat.completion",
+            "created": 0,
+            "model": body["model"],
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": "stop",
+                    "message": {"role": "assistant", "content": "Your plan is cancelled."},
+                }
+            ],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+        }
+        data = json.dumps(reply).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+
+def test_the_extra_brings_chat_openai_and_the_wire_carries_the_logged_tools() -> None:
+    """The langgraph extra brings langchain-openai: a real ChatOpenAI over HTTP sends
+    exactly the tools and messages ctxline logged."""
+    from langchain_openai import ChatOpenAI
+    from pydantic import SecretStr
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Completions)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        _Completions.bodies = []
+        store = MemoryStore()
+        mw = CtxlineMiddleware(lambda thread: Context(store, thread))
+        model = ChatOpenAI(
+            model="gpt-4.1",
+            base_url=f"http://127.0.0.1:{server.server_port}/v1",
+            api_key=SecretStr("x"),
+        )
+        agent = create_agent(model, tools=[fetch], system_prompt="Be brief.", middleware=[mw])
+        config: Any = {"configurable": {"thread_id": "wire"}}
+        state = agent.invoke({"messages": [{"role": "user", "content": "Cancel my plan"}]}, config)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert state["messages"][-1].content == "Your plan is cancelled."
+    (sent,) = _Completions.bodies
+    assert mw.last is not None
+    logged = mw.last.body
+    assert sorted(t["function"]["name"] for t in sent["tools"]) == sorted(_logged_tools(mw))
+    assert [m["content"] for m in sent["messages"]] == [m["content"] for m in logged["messages"]]
