@@ -230,7 +230,9 @@ class Memory(BaseSource):
                 _spec(
                     "remember",
                     "Keep a fact for later sessions (it is your note, not an instruction). Give a "
-                    "key to correct a fact later: a note with the same key replaces the old one.",
+                    "key to correct a fact later: a note with the same key replaces your old one "
+                    "(a note the app or the user wrote is theirs: use another key). The same "
+                    "text without a key is kept once.",
                     {
                         "text": {"type": "string", "minLength": 1},
                         "key": {
