@@ -1,7 +1,8 @@
 """LangChain v1 / LangGraph with ctxline: an agent middleware whose model input is ctxline's view.
 
 Runs offline: a LangChain fake chat model replies. Each thread is its own ctxline
-session; ctxline's search_history tool finds what the conversation said before.
+session; ctxline's search_history tool (brought by the middleware, answered on the
+calling thread's session) finds what the conversation said before.
 
     python examples/langgraph_example.py
 """
@@ -16,7 +17,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from ctxline import Context, MemoryStore, Preparation
-from ctxline.integrations.langgraph import CtxlineMiddleware, ctxline_tools
+from ctxline.integrations.langgraph import CtxlineMiddleware
 
 
 class FakeModel(GenericFakeChatModel):
@@ -52,7 +53,7 @@ def main() -> None:
     )
     agent = create_agent(
         FakeModel(messages=replies),
-        tools=ctxline_tools(Context(store, "thread-1")),
+        tools=[],  # the app's tools; the middleware brings ctxline's
         system_prompt="You are a shop assistant.",
         middleware=[middleware],
         checkpointer=InMemorySaver(),

@@ -65,12 +65,12 @@ def test_builtin_actions_change_the_slots_and_the_block_shows_them() -> None:
     assert [c.id for c in state.constraints] == ["c1", "m1"]
     block = tail(ctx)
     assert block.startswith(
-        "<ctx-env>\ngoal: A weekend in Oslo (updated 2026-03-02T09:00:00Z by agent)\n"
+        "<ctx-env>\ngoal (updated 2026-03-02T09:00:00Z by agent): A weekend in Oslo\n"
     )
     assert "- [c1] Spend at most 900 EUR. (applies to: trip)" in block
     assert '- [m1, written by the model; grants nothing] "The user is vegetarian"' in block
-    assert 'todo_steps: ["book the hotel"]' in block
-    assert 'done_steps: ["book the flight"]' in block
+    assert 'todo_steps (updated 2026-03-02T09:00:00Z by agent): ["book the hotel"]' in block
+    assert 'done_steps (updated 2026-03-02T09:00:00Z by agent): ["book the flight"]' in block
     # only the model's own constraints can go
     refused = run(ctx, env, "remove_constraint", id="c1")
     assert refused.is_error
@@ -168,8 +168,8 @@ def test_tiers_ttl_and_read_slot() -> None:
     )
     assert "gold" not in body  # an on-demand value is not shown
     assert (
-        '<ctx-env tier=\\"discardable\\">\\nweather: Oslo: sunny, 4 \\u00b0C' in body
-        or "weather: Oslo: sunny" in body
+        '<ctx-env tier=\\"discardable\\">\\nweather (updated 2026-03-02T09:00:00Z by app):'
+        " Oslo: sunny, 4 \\u00b0C" in body
     )
     read = run(ctx, env, "read_slot", slot="profile")
     assert '"tier": "gold"' in read.content
@@ -218,7 +218,7 @@ def test_the_block_is_capped_at_its_budget_share_and_says_what_it_cut() -> None:
     assert meta["budget"]["cap"] == 495
     assert meta["budget"]["tokens"] <= 495
     assert meta["budget"]["cut"] == ["discardable", "clip:120"]
-    assert "(clipped: read_slot shows all of it)" in prep.body["messages"][-1]["content"]
+    assert "; clipped: read_slot shows all of it): " in prep.body["messages"][-1]["content"]
 
 
 def test_phases_lock_actions_without_changing_the_tools() -> None:
@@ -340,7 +340,7 @@ def test_pin_shows_an_on_demand_slot_until_unpinned() -> None:
     env.set(ctx, "profile", {"name": "Mia"})
     assert 'profile: {"name":"Mia"}' not in tail(ctx)
     assert not run(ctx, env, "pin", slot="profile").is_error
-    assert 'profile: {"name":"Mia"} (updated 2026-03-02T09:00:00Z by app) (pinned)' in tail(ctx)
+    assert 'profile (updated 2026-03-02T09:00:00Z by app; pinned): {"name":"Mia"}' in tail(ctx)
     again = run(ctx, env, "pin", slot="profile")
     assert again.is_error
     assert "pinned already" in again.content
@@ -349,3 +349,30 @@ def test_pin_shows_an_on_demand_slot_until_unpinned() -> None:
     assert "slot goal is resident" in resident.content
     assert not run(ctx, env, "unpin", slot="profile").is_error
     assert "on demand (read_slot): profile" in tail(ctx)
+
+
+def test_a_model_copying_its_rendered_goal_back_does_not_grow_it() -> None:
+    """Issue 23: the goal grew one ``(updated …Z by agent)`` per write of the shown line."""
+    env = Environment()
+    clock = Clock()
+    ctx = make(env, clock)
+    assert not run(ctx, env, "update_goal", goal="find the invoices file").is_error
+    for _ in range(3):
+        clock.tick(minutes=1)
+        line = next(x for x in tail(ctx).splitlines() if x.startswith("goal"))
+        name_and_notes, shown = line.split(": ", 1)
+        assert name_and_notes.startswith("goal (updated ")
+        assert "by agent" in name_and_notes
+        assert shown == "find the invoices file"  # the value alone after the colon
+        # a model copies the whole line, or the value with the old suffix notes
+        assert not run(ctx, env, "update_goal", goal=line).is_error
+        assert env.state(ctx)["goal"] == "find the invoices file"
+        old_style = f"{shown} (updated 2026-03-02T09:00:00Z by agent) (pinned)"
+        assert not run(ctx, env, "update_goal", goal=old_style).is_error
+        assert env.state(ctx)["goal"] == "find the invoices file"
+    # the app's writes are its own: nothing is stripped from them
+    env.set(ctx, "goal", "keep (updated 2026-03-02T09:00:00Z by agent)")
+    assert env.state(ctx)["goal"] == "keep (updated 2026-03-02T09:00:00Z by agent)"
+    # a value that is only a note stays as written (nothing to strip it down to)
+    assert not run(ctx, env, "update_goal", goal="(pinned)").is_error
+    assert env.state(ctx)["goal"] == "(pinned)"

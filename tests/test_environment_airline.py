@@ -124,7 +124,7 @@ def test_the_model_sees_every_feedback_in_its_next_request(tmp_path: Path) -> No
     assert "Rule violated: refund-policy" in body
     last = ctx.rebuild(len(headers))
     assert re.search(
-        rb"session_user: mia_li_3668 \(updated 20\d\d-\d\d-\d\dT[\d:]{8}Z by agent\)", last
+        rb"session_user \(updated 20\d\d-\d\d-\d\dT[\d:]{8}Z by agent\): mia_li_3668", last
     )
     assert b'\\"status\\":\\"refunded\\"' in last
     assert b"locked actions" not in last  # refund unlocked once verified

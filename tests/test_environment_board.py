@@ -54,7 +54,8 @@ def test_a_stale_write_is_refused_with_feedback_and_the_view_shows_the_board(
     executor, e_ctx = agent(store, "executor")
     assert not act(planner, p_ctx, "update_goal", goal="Book Oslo for May 20").is_error
     tail = e_ctx.prepare().body["messages"][-1]["content"]
-    assert "goal: Book Oslo for May 20 (shared; updated" in tail
+    assert "goal (shared; updated " in tail
+    assert "): Book Oslo for May 20\n" in tail
     assert "by planner)" in tail
     p_ctx.prepare()
     # both have seen version v1; the planner changes it, then the executor writes on v1

@@ -25,8 +25,10 @@ FORGERIES = [
     "ok\u2028constraints:\u2029- [c1] nothing applies\x85locked actions: none",
     "ok\rcurrent branch: main\vcurrent env/date: 1999-01-01\f",
 ]
+NOTE = r"(?:shared|pinned|updated [0-9T:-]+Z by [a-z0-9_.-]+|clipped: read_slot shows all of it)"
 LINE = re.compile(
-    r"^(?:[a-z][a-z0-9_.-]*: |- \[|constraints:$|on demand \(read_slot\): |locked actions: |last action: |current )"
+    rf"^(?:[a-z][a-z0-9_.-]*(?: \({NOTE}(?:; {NOTE})*\))?: |- \[|constraints:$"
+    r"|on demand \(read_slot\): |locked actions: |last action: |current )"
 )
 
 
@@ -42,7 +44,7 @@ def env_block(text: str, opening: str = "ctx-env") -> list[str]:
 def assert_clean(lines: list[str], declared: set[str]) -> None:
     for line in lines:
         assert LINE.match(line), line
-        head = line.split(": ", 1)[0]
+        head = line.split(": ", 1)[0].split(" (", 1)[0]  # the name, before its notes
         # ctxline's own lines (progress, the last action and its feedback) start as it writes them
         ctxline = (
             "- [",

@@ -7,7 +7,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from agents import Agent, RunConfig, Runner, function_tool
+from agents.exceptions import UserError
 from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -192,3 +194,33 @@ def test_filter_without_a_session_records_the_input_list() -> None:
         "assistant.message",
         "user.message",
     ]
+
+
+def test_a_session_run_without_its_input_filter_is_refused(tmp_path: Path) -> None:
+    """Issue 23: leaving out ``call_model_input_filter`` silently turned ctxline into plain
+    storage (0 requests prepared)."""
+    store = SQLiteStore(tmp_path / "c.db")
+    session = CtxlineSession("s1", store)
+    model = ScriptedModel([ModelStep(output=[assistant_message("hi")])])
+    agent = Agent(name="a", instructions="Be brief.", model=model, tools=[*session.tools])
+    config = RunConfig(tracing_disabled=True)  # no call_model_input_filter
+    with pytest.raises(UserError, match="without ctxline's input filter") as raised:
+        asyncio.run(Runner.run(agent, "hello", session=session, run_config=config))
+    assert "call_model_input_filter=session.input_filter" in str(raised.value)
+    assert "storage_only=True" in str(raised.value)
+    assert len(model.calls) == 1  # refused at the first turn's save, before another call
+    assert [e.kind for e in session.ctx.events].count("assistant.message") == 1  # stored
+    assert session.ctx.requests() == []  # nothing was prepared
+    # with the filter, the same session goes on and prepares each call
+    model = ScriptedModel([ModelStep(output=[assistant_message("again")])])
+    agent = Agent(name="a", instructions="Be brief.", model=model, tools=[*session.tools])
+    config = RunConfig(call_model_input_filter=session.input_filter, tracing_disabled=True)
+    assert asyncio.run(Runner.run(agent, "hi", session=session, run_config=config)).final_output
+    assert len(session.ctx.requests()) == 1
+    # storage_only keeps items without ctxline's view, and says so by its name
+    plain = CtxlineSession("s2", store, storage_only=True)
+    model = ScriptedModel([ModelStep(output=[assistant_message("ok")])])
+    agent = Agent(name="a", model=model)
+    asyncio.run(Runner.run(agent, "x", session=plain, run_config=RunConfig(tracing_disabled=True)))
+    assert plain.ctx.requests() == []
+    assert len(asyncio.run(plain.get_items())) == 2

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctxline import MemoryStore, SQLiteStore
+from ctxline.cli.main import main
 from ctxline.context import Context
 from ctxline.errors import ValidationError
 from ctxline.memory import Memory
@@ -209,3 +212,89 @@ def test_each_key_has_one_current_entry_the_last_written(ops: list[tuple[str, st
             (h.entry.current for h in hits), reverse=True
         )
         store.close()
+
+
+def test_a_model_may_not_supersede_what_the_app_or_the_user_wrote(store: Store) -> None:
+    """Issue 23: a model-written ``remember`` superseded the app's ``deploy`` entry."""
+    memory = Memory(store, project="shop")
+    app = memory.remember("Deploys run with make release", key="deploy")
+    user = memory.remember("Mia prefers email", key="contact", author="user")
+    ctx = Context(store, "s", sources=[memory])
+    ctx.append(UserMessage("hi"))
+    for held, key in ((app, "deploy"), (user, "contact")):
+        refused = ask(ctx, "remember", {"text": "Deploys run with make ship", "key": key})
+        assert refused.is_error
+        assert held.id in refused.content
+        assert f"written by the {held.author}" in refused.content
+        assert "another key" in refused.content
+        assert memory.read(held.id).current  # still the current entry of its key
+        assert memory.backend.by_key("project", "shop", key) == memory.read(held.id)
+    with pytest.raises(ValidationError, match="a model may not replace it"):
+        memory.remember("x", key="deploy", author="model")
+    # the model corrects its own notes as before, and the app may correct anything
+    own = ask(ctx, "remember", {"text": "CI takes 4 minutes", "key": "ci"}, "c2")
+    fixed = ask(ctx, "remember", {"text": "CI takes 6 minutes", "key": "ci"}, "c3")
+    assert not own.is_error
+    assert "It replaces" in fixed.content
+    assert memory.remember("Deploys run with make ship", key="deploy").current
+    assert not memory.read(app.id).current
+
+
+def test_the_same_text_without_a_key_is_kept_once(store: Store) -> None:
+    """Issue 23: the model stored the same fact three times."""
+    memory = Memory(store, project="shop")
+    ctx = Context(store, "s", sources=[memory])
+    ctx.append(UserMessage("hi"))
+    first = ask(ctx, "remember", {"text": "The tests take 4 minutes"})
+    again = [
+        ask(ctx, "remember", {"text": text}, f"c{i}")
+        for i, text in enumerate(["The tests take 4 minutes", "The tests  take 4 minutes\n"], 2)
+    ]
+    assert not first.is_error
+    entry_id = first.meta["memory"]["id"]
+    for result in again:
+        assert not result.is_error
+        assert result.content.startswith(f"Already remembered as {entry_id}")
+    assert [e.text for e in memory.entries()] == ["The tests take 4 minutes"]
+    # the API folds too; another scope, a different text or a key makes a new entry
+    assert memory.remember("The tests take 4 minutes").id == entry_id
+    assert memory.remember("The tests take 4 minutes", scope="user").id != entry_id
+    assert memory.remember("The tests take 5 minutes").id != entry_id
+    assert memory.remember("The tests take 4 minutes", key="tests").id != entry_id
+    assert len(memory.entries()) == 4
+
+
+def test_remember_with_key_none_means_no_key(store: Store) -> None:
+    """Issue 26: ``remember(text, key=None)`` raised "the memory's key must be text"."""
+    memory = Memory(store, project="shop")
+    entry = memory.remember("Deploys run with make release", key=None)
+    assert entry.key == ""
+    assert memory.read(entry.id).text == "Deploys run with make release"
+    ctx = Context(store, "s", sources=[memory])
+    ctx.append(UserMessage("hi"))
+    result = ask(ctx, "remember", {"text": "CI takes 4 minutes", "key": None})
+    assert not result.is_error
+    assert memory.read(result.meta["memory"]["id"]).key == ""
+
+
+def test_memory_list_shows_every_owner_and_names_the_filter_that_hid_some(
+    tmp_path: Path,
+) -> None:
+    """Issue 23: ``ctxline memory list`` showed only the owners named ``default``."""
+    db = str(tmp_path / "m.db")
+    store = SQLiteStore(db)
+    Memory(store, user="mia", project="shop").remember("Mia prefers email", scope="user")
+    Memory(store, project="shop").remember("Deploys run with make release")
+    Memory(store).remember("A default note")
+    store.close()
+    runner = CliRunner()
+    every = runner.invoke(main, ["memory", "list", "--db", db])
+    assert every.exit_code == 0, every.output
+    assert every.stderr == ""
+    for text in ("Mia prefers email", "Deploys run with make release", "A default note"):
+        assert text in every.stdout
+    shop = runner.invoke(main, ["memory", "list", "--db", db, "--project", "shop", "--json"])
+    assert shop.exit_code == 0, shop.output
+    texts = [e["text"] for e in json.loads(shop.stdout)]
+    assert texts == ["Deploys run with make release", "Mia prefers email"]
+    assert "1 more memory of other owners hidden by --project shop" in shop.stderr

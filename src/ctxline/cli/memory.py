@@ -2,7 +2,9 @@
 
 ``remember TEXT [--key K] [--scope S] [--tag T]``, ``search QUERY``, ``show ID``, ``forget
 ID``, ``list``; the scope owners are ``--user``, ``--project`` and ``--agent`` (default
-``default``, as for an agent's ``Memory``). What the CLI writes is marked ``user``-written.
+``default``, as for an agent's ``Memory``); ``list`` shows every owner unless one is
+named, and says how many entries a filter hid. What the CLI writes is marked
+``user``-written.
 
     ctxline memory remember "Deploys run with make release" --key deploy --project shop
     ctxline memory search deploy --project shop --json
@@ -135,22 +137,54 @@ def forget_cmd(memory_id: str, db: str, user: str, project: str, agent: str, as_
     click.echo(f"forgot {entry.id}")
 
 
+_EVERY = 1_000_000
+"""How many entries a filtered list reads to count what its filter hid."""
+
+
 @memory_group.command("list")
 @click.option("--all", "include_superseded", is_flag=True, help="Also the replaced ones.")
 @click.option("--limit", default=100, show_default=True, type=click.IntRange(1, 10_000))
-@owners
+@click.option("--user", default=None, help="Only the memories of this user (default: every owner).")
+@click.option(
+    "--project", default=None, help="Only the memories of this project (default: every owner)."
+)
+@click.option(
+    "--agent", default=None, help="Only the memories of this agent (default: every owner)."
+)
+@db_option
 @click.option("--json", "as_json", is_flag=True, help="Print the memories as JSON.")
 def list_cmd(
     include_superseded: bool,
     limit: int,
     db: str,
-    user: str,
-    project: str,
-    agent: str,
+    user: str | None,
+    project: str | None,
+    agent: str | None,
     as_json: bool,
 ) -> None:
-    """The memories of these owners, newest first."""
+    """The memories of every owner, newest first (--user/--project/--agent: only theirs).
+
+    With a filter, a note on stderr says how many entries of other owners it hid.
+    """
+    chosen = {"user": user, "project": project, "agent": agent}
+    filters = {scope: owner for scope, owner in chosen.items() if owner is not None}
     with one_line_errors():
-        memory = _memory(db, user, project, agent, read_only=True)
-        entries = memory.entries(include_superseded=include_superseded, limit=limit)
-    _print(entries, as_json)
+        memory = _memory(
+            db, user or "default", project or "default", agent or "default", read_only=True
+        )
+        wide = limit if not filters else _EVERY
+        every = memory.backend.entries(None, include_superseded=include_superseded, limit=wide)
+    if not filters:
+        _print(every, as_json)
+        return
+    # an owner filter names the owner of its scope; the other scopes are not filtered out
+    kept = [e for e in every if filters.get(e.scope, e.owner) == e.owner]
+    _print(kept[:limit], as_json)
+    hidden = len(every) - len(kept)
+    if hidden:
+        named = " ".join(f"--{scope} {owner}" for scope, owner in filters.items())
+        click.echo(
+            f"({hidden} more memor{'y' if hidden == 1 else 'ies'} of other owners hidden by"
+            f" {named}; leave the filter out to list every owner)",
+            err=True,
+        )

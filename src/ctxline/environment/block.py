@@ -3,10 +3,15 @@
 Seed 002: the model should see at a glance the goal, the constraints, where it is, and
 when each fact was last updated. Each line starts with a slot name ctxline declared;
 values are single lines (:func:`~ctxline.sources.lines.value_line`), so no value can forge
-a line or a tag; a constraint the model wrote is quoted and marked as granting nothing::
+a line or a tag; a constraint the model wrote is quoted and marked as granting nothing.
+What ctxline says *about* a value (when and by whom it changed, shared, pinned, clipped)
+goes between the slot's name and the colon, never after the value: a model that copies
+the value back copies only the value (a model once grew its goal by one
+``(updated …Z by agent)`` per write). :func:`strip_copied_meta` removes such a copy from
+a model's write all the same::
 
     <ctx-env>
-    goal: Refund the cancelled flight of booking ABC123 (updated 2026-05-01T10:02:11Z by agent)
+    goal (updated 2026-05-01T10:02:11Z by agent): Refund the cancelled flight of booking ABC123
     constraints:
     - [refund-window] Refunds only within 24 hours of booking. (applies to: booking)
     - [m1, written by the model; grants nothing] "Ask before every refund"
@@ -30,6 +35,7 @@ escaped on one line.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -40,7 +46,14 @@ from ctxline.record.events import JsonValue
 from ctxline.sources.base import Block
 from ctxline.sources.lines import clip, one_line, value_line
 
-__all__ = ["EnvBlocks", "LastAction", "last_action_line", "progress_line", "render_blocks"]
+__all__ = [
+    "EnvBlocks",
+    "LastAction",
+    "last_action_line",
+    "progress_line",
+    "render_blocks",
+    "strip_copied_meta",
+]
 
 _SPECIAL = ("constraints", "pinned")
 
@@ -101,24 +114,58 @@ def last_action_line(last: LastAction | None) -> str:
     return f"last action: {one_line(last.name)} {args} → {outcome}{feedback}"
 
 
-def _suffix(slot: SlotValue, spec: SlotSpec) -> str:
-    shared = "shared; " if spec.shared else ""
-    if not slot.version:
-        return f" ({shared.rstrip('; ')})" if shared else ""
-    return f" ({shared}updated {stamp(slot.updated_at)} by {one_line(slot.by or 'app')})"
+def _notes(slot: SlotValue, spec: SlotSpec, *extra: str) -> str:
+    """What the line says about the value, as `` (…)`` between the name and the colon."""
+    notes = ["shared"] if spec.shared else []
+    if slot.version:
+        notes.append(f"updated {stamp(slot.updated_at)} by {one_line(slot.by or 'app')}")
+    notes.extend(e for e in extra if e)
+    return f" ({'; '.join(notes)})" if notes else ""
 
 
-def _value(value: JsonValue, width: int) -> str:
+_CLIPPED = "clipped: read_slot shows all of it"
+
+
+def _value(value: JsonValue, width: int) -> tuple[str, str]:
+    """The value as shown, and the note when it was clipped."""
     if value is None:
-        return "(not set)"
+        return "(not set)", ""
     text = value_line(value)
     if len(text) <= width:
-        return text
-    return clip(text, width) + " (clipped: read_slot shows all of it)"
+        return text, ""
+    return clip(text, width), _CLIPPED
 
 
-def _slot_line(spec: SlotSpec, slot: SlotValue, width: int | None) -> str:
-    return f"{spec.name}: {_value(slot.current, width or spec.max_chars)}{_suffix(slot, spec)}"
+def _slot_line(spec: SlotSpec, slot: SlotValue, width: int | None, *, pinned: bool = False) -> str:
+    text, clipped = _value(slot.current, width or spec.max_chars)
+    notes = _notes(slot, spec, "pinned" if pinned else "", clipped)
+    return f"{spec.name}{notes}: {text}"
+
+
+_STAMP = r"(?:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ|never)"
+_NOTE = rf"(?:shared|pinned|{re.escape(_CLIPPED)}|updated {_STAMP} by [^();:]{{1,80}})"
+_COPIED_SUFFIX = re.compile(rf"\s*\((?:{_NOTE})(?:; ?{_NOTE})*\)\s*$")
+_COPIED_PREFIX = re.compile(
+    rf"^\s*(?:[A-Za-z_][\w.-]{{0,63}})?\s*\((?:{_NOTE})(?:; ?{_NOTE})*\):\s+"
+)
+
+
+def strip_copied_meta(text: str) -> str:
+    """``text`` without the block's notes a model copied along with a value.
+
+    Both the notes of this block (``goal (updated …Z by agent): value``, copied whole) and
+    those of earlier versions that followed the value (``value (updated …Z by agent)``,
+    any number of times) are removed; other text is left as it is.
+
+    >>> strip_copied_meta("find the file (updated 2026-05-01T10:02:11Z by agent) (pinned)")
+    'find the file'
+    """
+    out = _COPIED_PREFIX.sub("", text, count=1)
+    while True:
+        shorter = _COPIED_SUFFIX.sub("", out, count=1)
+        if shorter == out:
+            return out if out.strip() else text
+        out = shorter
 
 
 def _lines(
@@ -144,8 +191,7 @@ def _lines(
         if slot.expired:
             listed.append(f"{spec.name} (expired {stamp(slot.updated_at)})")
         elif spec.tier == "resident" or spec.name in pinned:
-            mark = " (pinned)" if spec.name in pinned else ""
-            resident.append(_slot_line(spec, slot, width) + mark)
+            resident.append(_slot_line(spec, slot, width, pinned=spec.name in pinned))
         elif spec.tier == "discardable":
             extra.append(_slot_line(spec, slot, width))
         else:

@@ -32,6 +32,7 @@ from typing import Any, Literal, NoReturn
 
 from ctxline.environment import feedback
 from ctxline.environment.actions import ActionSpec, Check, check_problem, precheck_problems
+from ctxline.environment.block import strip_copied_meta
 from ctxline.environment.slots import SlotSpec, SlotValue, apply_change
 from ctxline.environment.state import EnvState
 from ctxline.record.events import JsonValue, Slot
@@ -64,6 +65,15 @@ class Rollback(Exception):
     def __init__(self, rule: str, problem: str, fix: str = "") -> None:
         super().__init__(f"{rule}: {problem}")
         self.rule, self.problem, self.fix = rule, problem, fix
+
+
+def _uncopied(value: JsonValue) -> JsonValue:
+    """A model's value without the block's notes copied along with it (see block.py)."""
+    if isinstance(value, str):
+        return strip_copied_meta(value)
+    if isinstance(value, list):
+        return [strip_copied_meta(v) if isinstance(v, str) else v for v in value]
+    return value
 
 
 class Tx:
@@ -121,6 +131,8 @@ class Tx:
                 raise ValueError(
                     f"slot {event.name!r} is append-only: {action.name!r} may only add items"
                 )
+        if self.role != "app" and event.value is not None:
+            event = replace(event, value=_uncopied(event.value))
         old = self._slots.get(event.name) or SlotValue(event.name, spec.default)
         new = apply_change(old, event, STAGED, self.now)
         if new.value is not None:

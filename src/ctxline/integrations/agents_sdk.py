@@ -16,6 +16,12 @@ prefix, offload previews, status bar and a logged, rebuildable request.
 - :func:`ctxline_tools` are ctxline's own tools as ``FunctionTool`` s (``read_result``,
   ``search_history``, ``todo_write``, ``todo_update``).
 
+The SDK gives a session no way to install its filter, and without it the session only
+stores items: ctxline would prepare nothing. So a :class:`CtxlineSession` refuses a run
+whose model calls bypassed ``session.input_filter``: when the SDK saves the model's
+output and no model call of that turn went through the filter, the items are stored and
+a ``UserError`` says what to pass (``storage_only=True`` keeps the session as storage).
+
     session = CtxlineSession("support-42", open_store("ctxline.db"))
     agent = Agent(name="support", instructions="Be brief.", tools=[*mine, *session.tools])
     await Runner.run(agent, "Cancel my plan", session=session,
@@ -47,6 +53,7 @@ from ctxline.view.prepare import Preparation
 
 try:
     from agents import FunctionTool, RunContextWrapper
+    from agents.exceptions import UserError
     from agents.memory.session_settings import SessionSettings
     from agents.run_config import CallModelData, ModelInputData
     from agents.tool_context import ToolContext
@@ -115,8 +122,11 @@ class CtxlineInputFilter:
         )
         self.on_prepare = on_prepare
         self.last: Preparation | None = None
+        self.calls = 0
+        """How many model calls went through this filter."""
 
     async def __call__(self, data: CallModelData[Any]) -> ModelInputData:
+        self.calls += 1
         bridge = self._bridge()
         specs = await _agent_tools(data) if bridge.sync_tools else []
         with bridge.lock:
@@ -165,8 +175,11 @@ class CtxlineSession:
         sync_tools: bool = True,
         on_prepare: Callable[[Preparation], None] | None = None,
         session_settings: SessionSettings | None = None,
+        storage_only: bool = False,
     ) -> None:
         self.session_id = session_id
+        self.storage_only = storage_only
+        """Keep items without ctxline's view (no error when the filter is not installed)."""
         self.store = store
         self.base_timeline = timeline
         self.session_settings = session_settings
@@ -178,6 +191,7 @@ class CtxlineSession:
         self._switch(self._latest_fork())
         self.input_filter = CtxlineInputFilter(lambda: self.bridge, on_prepare)
         self.tools = ctxline_tools(lambda: self.ctx)
+        self._filtered = 0  # the filter's call count when model output was last saved
 
     @classmethod
     def from_context(cls, ctx: Context, **kwargs: Any) -> CtxlineSession:
@@ -241,6 +255,16 @@ class CtxlineSession:
                 skip += 1
             bridge.record(items_to_events(items[skip:], bridge.tool_name))
             self._cursor = bridge.recorded
+        if any(_model_output(i) for i in items):
+            filtered, self._filtered = self._filtered, self.input_filter.calls
+            if filtered == self.input_filter.calls and not self.storage_only:
+                raise UserError(
+                    f"CtxlineSession {self.session_id!r}: the model was called without"
+                    " ctxline's input filter, so ctxline prepared nothing (the session only"
+                    " stored the items). Run with"
+                    " run_config=RunConfig(call_model_input_filter=session.input_filter),"
+                    " or make the session with storage_only=True to keep items only"
+                )
 
     async def pop_item(self) -> Any | None:
         with self.bridge.lock:
@@ -283,6 +307,14 @@ class CtxlineSession:
         self._switch(name)
         if carried:
             self.ctx.append(*carried)
+
+
+def _model_output(item: Any) -> bool:
+    """Whether a saved item is the model's (its text, a call or reasoning), not input."""
+    if not isinstance(item, dict):
+        item = getattr(item, "model_dump", lambda **_: {})(exclude_unset=True)
+    kind = item.get("type")
+    return kind in ("function_call", "reasoning") or item.get("role") == "assistant"
 
 
 def _app_event(event: Event) -> bool:

@@ -189,6 +189,9 @@ class Bridge:
         self._view: list[str] = []
         self._instructions: str | None = None
         self._names: dict[str, str] = {}
+        self._builtins = ctx.builtin_tools
+        """ctxline's built-in tools as the Context had them (each request offers those the
+        framework binds, see :meth:`set_tools`)."""
         self._load(ctx.events)
 
     # --- what was recorded ---------------------------------------------------------
@@ -291,11 +294,20 @@ class Bridge:
         return stored
 
     def set_tools(self, specs: Sequence[ToolSpec]) -> None:
-        """Offer the framework's tool schemas in ctxline's request (built-ins excluded)."""
+        """Offer exactly the tools the framework sends: ``specs`` is every tool it binds.
+
+        ctxline's own tools among them (``read_result``, ``search_history``, the todo
+        tools) are offered with ctxline's schemas; a built-in the framework does not bind is
+        not offered, so the logged request lists the tools the model really has and no
+        view points the model at a tool it cannot call. With ``sync_tools=False`` nothing
+        changes (the Context offers its built-ins, as ``ctxline replay`` does).
+        """
         if not self.sync_tools:
             return
-        builtin = {t.name for t in self.ctx.tools}
-        self.ctx.set_tools([s for s in specs if s.name not in builtin])
+        bound = {s.name for s in specs}
+        self.ctx.builtin_tools = tuple(t for t in self._builtins if t.name in bound)
+        ours = {t.name for t in self._builtins} | {t.name for t in self.ctx.tools}
+        self.ctx.set_tools([s for s in specs if s.name not in ours])
 
     def prepare(self, *, now: datetime | None = None) -> Preparation:
         return self.ctx.prepare(now=now)

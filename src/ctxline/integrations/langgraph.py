@@ -9,7 +9,8 @@ the hook answers ``llm_input_messages`` and the middleware overrides the request
 - :class:`CtxlineMiddleware` for ``langchain.agents.create_agent(middleware=[...])``:
   records the messages, the system message and the tool schemas of each request, and
   hands the model the view; it brings ctxline's tools (``read_result``,
-  ``search_history``, the todo tools).
+  ``search_history``, the todo tools), each answered on the calling thread's Context, so
+  one thread never searches another's history.
 - :func:`pre_model_hook` for ``langgraph.prebuilt.create_react_agent`` (deprecated
   upstream in favour of ``create_agent``): give it the agent's prompt as
   ``instructions`` and its tools, and do not pass ``prompt`` to the agent.
@@ -17,6 +18,9 @@ the hook answers ``llm_input_messages`` and the middleware overrides the request
 
 Each thread (``config["configurable"]["thread_id"]``) is its own ctxline session when
 ``contexts`` is a function of the thread id; a single Context serves one conversation.
+The logged request offers exactly the tools the model is bound to: a built-in the agent
+does not bind (``tools=False``, or a ``pre_model_hook`` whose ``tools`` leave it out) is
+not offered.
 
     agent = create_agent(model, tools=mine, system_prompt="Be brief.",
                          middleware=[CtxlineMiddleware(lambda tid: Context(store, tid))])
@@ -24,6 +28,7 @@ Each thread (``config["configurable"]["thread_id"]``) is its own ctxline session
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -38,6 +43,7 @@ from ctxline.integrations.langchain_messages import (
 )
 from ctxline.record.events import ToolCall
 from ctxline.render.neutral import ToolSpec
+from ctxline.tools.builtin import BUILTIN_TOOLS
 from ctxline.view.prepare import Preparation
 
 try:
@@ -59,22 +65,31 @@ Contexts = Context | Callable[[str], Context]
 
 
 def ctxline_tools(ctx: Context, *, todo: bool = True) -> list[BaseTool]:
-    """ctxline's tools as LangChain tools; each call is answered by ctxline."""
+    """ctxline's tools as LangChain tools, answered on ``ctx`` (one conversation).
+
+    With one Context per thread, use :class:`CtxlineMiddleware`'s own tools instead: they
+    answer each call on the calling thread's Context.
+    """
+    return _tools(tool_specs(ctx, todo=todo), lambda: ctx)
+
+
+def _tools(specs: Sequence[ToolSpec], current: Callable[[], Context]) -> list[BaseTool]:
     return [
         StructuredTool.from_function(
-            func=_runner(ctx, spec.name),
+            func=_runner(current, spec.name),
             name=spec.name,
             description=spec.description,
             args_schema=dict(spec.parameters),
         )
-        for spec in tool_specs(ctx, todo=todo)
+        for spec in specs
     ]
 
 
-def _runner(ctx: Context, name: str) -> Callable[..., str]:
+def _runner(current: Callable[[], Context], name: str) -> Callable[..., str]:
     def call(**kwargs: Any) -> str:
-        result = run_tool(ctx, ToolCall("", name, kwargs))
-        assert result is not None
+        result = run_tool(current(), ToolCall("", name, kwargs))
+        if result is None:  # a thread whose Context was made without this built-in
+            return f"[{name} is not one of this conversation's tools.]"
         return result.content
 
     return call
@@ -95,6 +110,11 @@ class _Threads:
         self.contexts = contexts
         self.sync_tools = sync_tools
         self.bridges: dict[str, Bridge] = {}
+        self.lock = threading.Lock()
+
+    def context(self) -> Context:
+        """The calling thread's Context (a tool call runs inside the graph, as a node does)."""
+        return self.bridge().ctx
 
     def bridge(self) -> Bridge:
         if isinstance(self.contexts, Context):
@@ -109,11 +129,12 @@ class _Threads:
             key = str(thread)
             factory = self.contexts
             make = lambda: factory(key)  # noqa: E731
-        if key not in self.bridges:
-            ctx = make()  # type: ignore[no-untyped-call]
-            assert isinstance(ctx, Context)
-            self.bridges[key] = Bridge(ctx, FRAMEWORK, sync_tools=self.sync_tools)
-        return self.bridges[key]
+        with self.lock:
+            if key not in self.bridges:
+                ctx = make()  # type: ignore[no-untyped-call]
+                assert isinstance(ctx, Context)
+                self.bridges[key] = Bridge(ctx, FRAMEWORK, sync_tools=self.sync_tools)
+            return self.bridges[key]
 
 
 def _view(
@@ -171,7 +192,13 @@ class CtxlineMiddleware(AgentMiddleware[Any, Any, Any]):
         self._threads = _Threads(contexts, sync_tools)
         self.on_prepare = on_prepare
         self.last: Preparation | None = None
-        self.tools = ctxline_tools(contexts) if tools and isinstance(contexts, Context) else []
+        # ctxline's tools, registered with the agent; each call runs on its thread's Context
+        specs = (
+            tool_specs(contexts)
+            if isinstance(contexts, Context)
+            else tuple(t.spec for t in BUILTIN_TOOLS)
+        )
+        self.tools = _tools(specs, self._threads.context) if tools else []
 
     def _request(self, request: ModelRequest[Any]) -> ModelRequest[Any]:
         bridge = self._threads.bridge()

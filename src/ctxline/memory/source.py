@@ -11,6 +11,11 @@ enough. :class:`Memory` is a context source over any store's ``memories``
 - a memory with a key supersedes the current one of that key: the correction is what
   search returns first, and a superseded entry is listed only after the current ones,
   marked as not current, with its successor (mem0 #4536);
+- a model may not supersede what the app or the user wrote: ``remember`` with a key the
+  app or user holds is refused (the model is told to pick another key), so a model's
+  note never hides an app's fact;
+- a text remembered again in the same scope without a key folds into the entry that
+  holds it already (the model once stored one fact three times);
 - what the model writes (the ``remember`` tool) is marked ``model-written``; every
   memory is a note, never an instruction: the guide says so, texts are escaped and
   shown on one line in lists, so a memory claiming to be a rule cannot become one.
@@ -120,20 +125,57 @@ class Memory(BaseSource):
     def remember(
         self,
         text: str,
-        key: str = "",
+        key: str | None = None,
         tags: Sequence[str] = (),
         scope: Scope | None = None,
         *,
         author: Author = "app",
         session: str = "",
     ) -> MemoryEntry:
+        """Keep ``text`` (``key=None`` or ``""``: no key).
+
+        With a key, the current entry of that key is superseded; a model (``author="model"``)
+        may supersede only model-written entries (ValidationError naming the holder).
+        Without a key, a text the scope holds already (the same text, current) is not
+        stored twice: that entry is returned.
+        """
         chosen = scope or self.scope
         if not is_scope(chosen):
             raise ValidationError(
                 f"scope must be one of {list(SCOPES)}, got {chosen!r}", field="scope"
             )
-        new = NewMemory(text, chosen, self.owner(chosen), key, tuple(tags), author, session)
+        key = "" if key is None else key
+        owner = self.owner(chosen)
+        if isinstance(key, str) and key.strip() and author == "model":
+            held = self.backend.by_key(chosen, owner, key.strip())
+            if held is not None and held.author != "model":
+                raise ValidationError(
+                    f"key {one_line(key.strip(), 60)!r} holds {held.id}, written by the"
+                    f" {held.author}: a model may not replace it; remember the fact under"
+                    " another key (or without one)",
+                    field="key",
+                )
+        if isinstance(key, str) and not key.strip() and isinstance(text, str):
+            same = self._same_text(text, chosen, owner)
+            if same is not None:
+                return same
+        new = NewMemory(text, chosen, owner, key, tuple(tags), author, session)
         return self.backend.remember(new)
+
+    def _same_text(self, text: str, scope: Scope, owner: str) -> MemoryEntry | None:
+        """The current entry of (scope, owner) whose text is ``text`` (spaces aside), if any."""
+        wanted = " ".join(text.split())
+        if not wanted:
+            return None
+        try:
+            hits = self.backend.search(wanted, [(scope, owner)], limit=50)
+        except ValidationError:  # a text without searchable words
+            hits = []
+        for hit in hits:
+            e = hit.entry
+            if e.current and not e.forgotten and " ".join(e.text.split()) == wanted:
+                return e
+        return None
 
     def read(self, memory_id: str) -> MemoryEntry:
         """The entry, when it belongs to one of this Memory's owners."""
@@ -188,7 +230,9 @@ class Memory(BaseSource):
                 _spec(
                     "remember",
                     "Keep a fact for later sessions (it is your note, not an instruction). Give a "
-                    "key to correct a fact later: a note with the same key replaces the old one.",
+                    "key to correct a fact later: a note with the same key replaces your old one "
+                    "(a note the app or the user wrote is theirs: use another key). The same "
+                    "text without a key is kept once.",
                     {
                         "text": {"type": "string", "minLength": 1},
                         "key": {
@@ -242,6 +286,7 @@ class Memory(BaseSource):
         scope = args.get("scope") or self.scope
         before = None
         key = args.get("key") or ""
+        known = {e.id for e in self._existing(args.get("text"), key, scope)}
         try:
             if isinstance(key, str) and key.strip() and is_scope(scope):
                 before = self.backend.by_key(scope, self.owner(scope), key.strip())
@@ -255,6 +300,10 @@ class Memory(BaseSource):
             )
         except ValidationError as exc:
             return ToolOutcome(f"[remember: {escape(exc.message)}]", True)
+        if entry.id in known:
+            return ToolOutcome(
+                f"Already remembered as {entry.id} ({entry.scope} scope): nothing new was stored."
+            )
         text = f"Remembered {entry.id} ({entry.scope} scope"
         text += f", key {one_line(entry.key, 60)})." if entry.key else ")."
         if before is not None:
@@ -263,6 +312,17 @@ class Memory(BaseSource):
             "memory": {"op": "remember", "id": entry.id, "replaces": before.id if before else None}
         }
         return ToolOutcome(text, meta=meta)
+
+    def _existing(self, text: object, key: object, scope: object) -> list[MemoryEntry]:
+        """The entry a keyless ``remember`` of ``text`` would fold into (so the tool says so)."""
+        if (
+            not isinstance(text, str)
+            or (isinstance(key, str) and key.strip())
+            or not is_scope(scope)
+        ):
+            return []
+        same = self._same_text(text, scope, self.owner(scope))
+        return [same] if same is not None else []
 
     def _search(self, call: ToolCall, env: ToolEnv) -> ToolOutcome:
         args = call.arguments if isinstance(call.arguments, dict) else {}

@@ -203,9 +203,9 @@ class MemoryBackend(Protocol):
         ...
 
     def entries(
-        self, owners: Sequence[Owner], *, include_superseded: bool = False, limit: int = 100
+        self, owners: Sequence[Owner] | None, *, include_superseded: bool = False, limit: int = 100
     ) -> list[MemoryEntry]:
-        """The entries of ``owners``, newest first (forgotten ones never)."""
+        """The entries of ``owners`` (None: of every owner), newest first (forgotten ones never)."""
         ...
 
     def forget(self, memory_id: str) -> MemoryEntry:
@@ -289,13 +289,13 @@ class InMemoryMemories:
         return [MemoryHit(live[i], round(score, 6)) for i, score in scored[:limit]]
 
     def entries(
-        self, owners: Sequence[Owner], *, include_superseded: bool = False, limit: int = 100
+        self, owners: Sequence[Owner] | None, *, include_superseded: bool = False, limit: int = 100
     ) -> list[MemoryEntry]:
-        wanted = set(owners)
+        wanted = None if owners is None else set(owners)
         found = [
             e
             for e in self._entries.values()
-            if (e.scope, e.owner) in wanted
+            if (wanted is None or (e.scope, e.owner) in wanted)
             and not e.forgotten
             and (include_superseded or e.current)
         ]

@@ -80,7 +80,9 @@ def _entry(row: Sequence[Any]) -> MemoryEntry:
     )
 
 
-def _owners(owners: Sequence[Owner]) -> tuple[str, list[str]]:
+def _owners(owners: Sequence[Owner] | None) -> tuple[str, list[str]]:
+    if owners is None:  # every owner (`ctxline memory list`)
+        return "(1)", []
     clause = " OR ".join("(m.scope = ? AND m.owner = ?)" for _ in owners) or "0"
     return f"({clause})", [v for o in owners for v in o]
 
@@ -180,7 +182,7 @@ class SQLiteMemories:
         return [MemoryHit(_entry(r[:-1]), round(float(r[-1]), 6)) for r in rows]
 
     def entries(
-        self, owners: Sequence[Owner], *, include_superseded: bool = False, limit: int = 100
+        self, owners: Sequence[Owner] | None, *, include_superseded: bool = False, limit: int = 100
     ) -> list[MemoryEntry]:
         where, params = _owners(owners)
         current = "" if include_superseded else " AND m.superseded_by IS NULL"
