@@ -234,6 +234,32 @@ def test_a_stub_names_read_result_only_when_the_model_has_it() -> None:
     assert "not a valid tool" not in str(answer.content)
 
 
+def test_without_ctxline_tools_no_stub_points_at_read_result() -> None:
+    """The other side of the stub rule: a model bound only to the app's tools is never told
+    to call read_result (the ladder checks the tools in force, not the built-in list)."""
+    options = PrepareOptions(offload_tokens=100, fresh_tokens=0)
+    ctx = Context(MemoryStore(), "bare", options=options)
+    mw = CtxlineMiddleware(ctx, tools=False)
+
+    @tool
+    def dump(path: str) -> str:
+        """Print a long file."""
+        return "\n".join(f"line {i}: " + "x" * 40 for i in range(400))
+
+    model = _bound(
+        AIMessage("", tool_calls=[{"name": "dump", "args": {"path": "a"}, "id": "d1"}]),
+        AIMessage("done"),
+    )
+    agent = create_agent(model, tools=[dump], middleware=[mw])
+    agent.invoke({"messages": [{"role": "user", "content": "dump a"}]})
+    assert set(model.bound[1]) == {"dump"}
+    stubbed = str(model.seen[1][-1].content)
+    assert "line 200:" not in stubbed  # the long output was offloaded to a preview ...
+    assert "read_result" not in stubbed  # ... without naming a tool the model lacks
+    assert "no tool in this request reads it back" in stubbed
+    assert sorted(_logged_tools(mw)) == ["dump"]
+
+
 class _Completions(BaseHTTPRequestHandler):
     """An OpenAI-compatible endpoint that answers every chat completion with one reply."""
 
