@@ -31,7 +31,7 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ctxline.context import BUILTIN_TOOLS, Context
+from ctxline.context import Context, ContextConfig
 from ctxline.discovery.source import Discovery
 from ctxline.errors import CompactionError, ContextOverflow, ValidationError
 from ctxline.models.base import ModelClient, ModelError, ModelReply
@@ -45,31 +45,52 @@ from ctxline.record.events import (
     UserMessage,
 )
 from ctxline.record.store import MAIN, MemoryStore, Store, new_ulid
+from ctxline.record.store.base import Clock
 from ctxline.render.neutral import INTERRUPTED
 from ctxline.runner.agents import SubAgents
 from ctxline.runner.execute import run_calls
 from ctxline.runner.guards import Limits, budget_stop
 from ctxline.runner.jobs import JobManager, JobsSource, interrupted_job
 from ctxline.runner.ledger import Ledger
-from ctxline.runner.model_call import call_model, default_options
+from ctxline.runner.model_call import call_model, client_options
 from ctxline.runner.permissions import ApprovalCallback, PermissionHook, allow_all
-from ctxline.runner.registry import ToolLike, ToolRegistry
+from ctxline.runner.registry import ToolLike, ToolRegistry, pick_builtins
 from ctxline.runner.result import RunResult, StepResult
 from ctxline.runner.tracing import NO_TRACER, Tracer
 from ctxline.runner.usage import price_name
 from ctxline.sources.base import Source
+from ctxline.sources.dynamic import DynamicCallback
+from ctxline.sources.guide import GuideRegistry
 from ctxline.sources.status import StatusConfig
+from ctxline.sources.statusbar import StatusMode
+from ctxline.sources.timectx import TimeConfig
+from ctxline.tokens.counters import TokenCounter
 from ctxline.tools.base import Tool
+from ctxline.view.compaction import Summarizer
+from ctxline.view.ladder import LadderConfig, Rung
 from ctxline.view.options import PrepareOptions
 from ctxline.view.prepare import Preparation
 
 if TYPE_CHECKING:
     from ctxline.environment import Environment
 
-__all__ = ["Agent", "RunResult", "StepResult"]
+__all__ = ["Agent", "RunResult", "StepResult", "agent_status"]
 
 T = TypeVar("T")
 StopCondition = Callable[[StepResult], bool]
+
+
+def agent_status(
+    status: StatusConfig | None, caps: Mapping[str, int], time_zone: str | None
+) -> StatusConfig:
+    """The agent's status bar: ``status`` (None: the default one) with its tools' call
+    limits (an explicit limit in ``status`` wins) and, given a zone, the time context."""
+    base = status or StatusConfig()
+    merged = replace(base, limits={**caps, **base.limits})
+    if time_zone is not None:
+        time = merged.time or TimeConfig(time_zone)
+        merged = replace(merged, time=replace(time, zone=time_zone))
+    return merged
 
 
 @dataclass
@@ -94,6 +115,7 @@ class Agent:
         session: str | None = None,
         timeline: str = MAIN,
         system: str | None = None,
+        config: ContextConfig | None = None,
         options: PrepareOptions | None = None,
         limits: Limits | None = None,
         permission: PermissionHook = allow_all,
@@ -102,15 +124,34 @@ class Agent:
         tracer: Tracer = NO_TRACER,
         prices: PriceTable | None = None,
         stop_when: StopCondition | None = None,
-        sources: Sequence[Source] = (),
-        context: Mapping[str, Any] | None = None,
-        builtin_tools: Sequence[Tool] = BUILTIN_TOOLS,
+        sources: Sequence[Source] | None = None,
+        context: Context | Mapping[str, Any] | None = None,
+        builtin_tools: Sequence[Tool | str] | None = None,
         name: str = "agent",
         discovery: Discovery | None = None,
         skills: Source | None = None,
         memory: Source | None = None,
         environment: Environment | None = None,
+        status: StatusConfig | None = None,
+        status_mode: StatusMode | None = None,
+        time_zone: str | None = None,
+        dynamic: DynamicCallback | None = None,
+        summarizer: Summarizer | None = None,
+        tool_choice: str | None = None,
+        clock: Clock | None = None,
+        guide: GuideRegistry | None = None,
+        counter: TokenCounter | None = None,
+        rungs: Sequence[Rung] | None = None,
+        ladder: LadderConfig | None = None,
+        call_context: Mapping[str, Any] | None = None,
     ) -> None:
+        """The Context's settings come as one :class:`~ctxline.context.ContextConfig`
+        (``config=``, or ``context=`` a Context whose store, session, timeline and
+        configuration the agent takes), and each may also be given as a keyword, which
+        overrides the configuration's field. ``time_zone`` is the status bar's time
+        context (``StatusConfig(time=TimeConfig(zone))``); ``builtin_tools`` may name
+        ctxline's built-in tools to keep (``()``: none). ``call_context`` (or a mapping
+        as ``context=``) is what tools taking a ``CallContext`` get as ``extra``."""
         self.model = model
         self.registry = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
         self.limits = limits or Limits()
@@ -120,6 +161,28 @@ class Agent:
                 " enforced: give prices= or use max_tokens",
                 field="max_cost",
             )
+        base = config or ContextConfig()
+        if isinstance(context, Context):
+            base = config or context.config
+            store = store if store is not None else context.store
+            session = session or context.session
+            timeline = context.timeline if timeline == MAIN else timeline
+            context = None
+        cfg = base.merged(
+            options=options,
+            sources=sources,
+            builtin_tools=None if builtin_tools is None else pick_builtins(builtin_tools),
+            status=status,
+            status_mode=status_mode,
+            dynamic=dynamic,
+            summarizer=summarizer,
+            tool_choice=tool_choice,
+            clock=clock,
+            guide=guide,
+            counter=counter,
+            rungs=rungs,
+            ladder=ladder,
+        )
         self.store = store if store is not None else MemoryStore()
         self.system = system
         self.permission = permission
@@ -128,7 +191,7 @@ class Agent:
         self.tracer = tracer
         self.prices = prices
         self.stop_when = stop_when
-        self.extra: Mapping[str, Any] = dict(context or {})
+        self.extra: Mapping[str, Any] = dict(call_context or context or {})
         self.name = name
         self.discovery = discovery
         if discovery is not None:
@@ -145,16 +208,18 @@ class Agent:
             extra.append(environment.source)
         caps = dict(self.registry.limits())
         if discovery is not None:
-            caps |= {n: t.meta.max_calls for n, t in discovery.tools_by_name.items() if t.meta.max_calls}
-        status = StatusConfig(limits=caps)
+            caps |= {
+                n: t.meta.max_calls for n, t in discovery.tools_by_name.items() if t.meta.max_calls
+            }
+        self.config = replace(
+            cfg,
+            options=client_options(model, cfg.options),
+            status=agent_status(cfg.status, caps, time_zone),
+            sources=(JobsSource(), *cfg.sources, *extra),
+        )
+        """The configuration of the agent's Context (its client's model, its tools' limits)."""
         self.ctx = Context(
-            self.store,
-            session or f"run-{new_ulid().lower()}",
-            timeline,
-            options=options or default_options(model),
-            status=status,
-            sources=[JobsSource(), *sources, *extra],
-            builtin_tools=builtin_tools,
+            self.store, session or f"run-{new_ulid().lower()}", timeline, config=self.config
         )
         self.builtin_names = frozenset(t.name for t in self.ctx.tools)
         specs = [*self.registry.specs()]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 
 from ctxline.models.base import ModelClient, ModelError, ModelReply
 from ctxline.record.events import AssistantMessage, Event, JsonValue, ToolCall
@@ -17,20 +18,44 @@ from ctxline.runner.usage import usage_from_reply
 from ctxline.view.options import PrepareOptions
 from ctxline.view.prepare import Preparation
 
-__all__ = ["call_model", "default_options", "fresh_ids"]
+__all__ = ["call_model", "client_options", "default_options", "fresh_ids", "request_model"]
+
+
+def request_model(model: ModelClient) -> str:
+    """The model name the client sends (``openai:gpt-4.1-mini`` → ``gpt-4.1-mini``)."""
+    return model.name.partition(":")[2] or model.name
+
+
+def _reported(model: ModelClient, attr: str) -> int | None:
+    """A size the client learnt from its server (llama.cpp reports its context size)."""
+    value = getattr(model, attr, None)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 def default_options(model: ModelClient) -> PrepareOptions:
-    """The options of an agent that was given none: the client's provider and model;
-    SmolLM2's 8k window for a local model."""
-    kind, _, name = model.name.partition(":")
-    local = kind == "local"
+    """The options of an agent that was given none: the client's provider and model; the
+    window the client reports (``context_window``/``max_output`` attributes), else
+    SmolLM2's 8k window for a local model, 128k for the others."""
+    local = model.name.partition(":")[0] == "local"
+    window = _reported(model, "context_window") or (8_192 if local else 128_000)
+    output = _reported(model, "max_output") or (1_024 if local else 4_096)
     return PrepareOptions(
         provider=model.provider,
-        model=name or model.name,
-        context_window=8_192 if local else 128_000,
-        max_output=1_024 if local else 4_096,
+        model=request_model(model),
+        context_window=window,
+        max_output=min(output, window // 2),
     )
+
+
+def client_options(model: ModelClient, options: PrepareOptions | None) -> PrepareOptions:
+    """``options`` (None: :func:`default_options`) with the client's provider and the
+    model name it really sends, so the logged request says what was sent."""
+    if options is None:
+        return default_options(model)
+    real = request_model(model)
+    if options.model == real and options.provider == model.provider:
+        return options
+    return replace(options, model=real, provider=model.provider)
 
 
 def fresh_ids(calls: Sequence[ToolCall], turn: int) -> tuple[tuple[ToolCall, ...], list[str]]:
@@ -54,14 +79,14 @@ async def call_model(
 
     Raises :class:`~ctxline.models.base.ModelError` (nothing to append then)."""
     model = client.name
-    request_model = model.partition(":")[2] or model
+    sent = request_model(client)
     attrs: dict[str, AttrValue] = {
         "gen_ai.operation.name": "chat",
         "gen_ai.provider.name": provider_name(model),
-        "gen_ai.request.model": request_model,
+        "gen_ai.request.model": sent,
         "gen_ai.conversation.id": session,
     }
-    with tracer.span(f"chat {request_model}", attrs, client=True) as span:
+    with tracer.span(f"chat {sent}", attrs, client=True) as span:
         started = time.monotonic()
         try:
             reply = await asyncio.to_thread(client.complete, prep.body, provider=client.provider)
@@ -70,7 +95,7 @@ async def call_model(
             raise
         latency = time.monotonic() - started
         usage = reply.usage
-        span.set("gen_ai.response.model", reply.model or request_model)
+        span.set("gen_ai.response.model", reply.model or sent)
         span.set("gen_ai.usage.input_tokens", usage["input"])
         span.set("gen_ai.usage.output_tokens", usage["output"])
         span.set("gen_ai.usage.cache_read.input_tokens", usage["cache_read"])
