@@ -11,7 +11,13 @@ from hypothesis import strategies as st
 
 from ctxline import MemoryStore
 from ctxline.models.scripted import ScriptedModel
-from ctxline.record.events import AssistantMessage, ModelUsage, RequestHeader, ToolResult
+from ctxline.record.events import (
+    AssistantMessage,
+    ModelFailure,
+    ModelUsage,
+    RequestHeader,
+    ToolResult,
+)
 from ctxline.render.neutral import history_to_messages
 from ctxline.runner import Agent, Limits, tool
 from ctxline.view.options import PrepareOptions
@@ -200,3 +206,21 @@ def test_every_call_is_answered_once_and_max_calls_holds(
     assert all(
         e.name == "ghost" or e.meta["runner"]["refused"] in ("max_calls", "repeat") for e in refused
     )
+
+
+def test_a_model_error_ends_the_run_with_a_recorded_event() -> None:
+    script = ScriptedModel([calls(("a", "todo_write", {"items": []}))])
+    agent = Agent(script, store=MemoryStore(), session="err")
+    result = agent.run("plan")
+    assert result.stop_reason == "model_error"
+    assert result.final == ""
+    last = agent.ctx.events[-1].event
+    assert isinstance(last, ModelFailure)
+    assert (last.model, last.error_type) == ("script:script", "ModelError")
+    assert last.error == result.error
+    assert "the script has 1 replies and this request is turn 2" in last.error
+    assert last.request_step == agent.ctx.requests()[-1].step
+    resumed = Agent(script, store=agent.store, session="err").run(None)  # still failing
+    assert resumed.stop_reason == "model_error"
+    failures = [e for e in agent.store.read("err") if isinstance(e.event, ModelFailure)]
+    assert len(failures) == 2

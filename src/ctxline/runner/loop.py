@@ -27,6 +27,7 @@ the async forms); ``agent.execute(calls)`` runs calls the app got from its own m
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -38,6 +39,7 @@ from ctxline.models.base import ModelClient, ModelError, ModelReply
 from ctxline.pricing import PriceTable, price_for
 from ctxline.record.events import (
     Event,
+    JsonValue,
     StoredEvent,
     SystemMessage,
     ToolCall,
@@ -52,7 +54,7 @@ from ctxline.runner.execute import run_calls
 from ctxline.runner.guards import Limits, budget_stop
 from ctxline.runner.jobs import JobManager, JobsSource, interrupted_job
 from ctxline.runner.ledger import Ledger
-from ctxline.runner.model_call import call_model, client_options
+from ctxline.runner.model_call import call_model, client_options, failure_event
 from ctxline.runner.permissions import ApprovalCallback, PermissionHook, allow_all
 from ctxline.runner.registry import ToolLike, ToolRegistry, pick_builtins
 from ctxline.runner.result import RunResult, StepResult
@@ -268,8 +270,12 @@ class Agent:
             self.append(*events)
             self._run.resumed = True
 
-    def start(self, task: str | None = None) -> None:
-        """Begin ``task`` (None: go on with the recorded one). A new session gets ``system`` first."""
+    def start(
+        self, task: str | None = None, *, meta: Mapping[str, JsonValue] | None = None
+    ) -> None:
+        """Begin ``task`` (None: go on with the recorded one). A new session gets ``system``
+        first; ``meta`` is kept on the task's user message (``ctxline run`` logs its options
+        there, so the session id alone resumes the run)."""
         self._run = _Run()
         self._repair()
         if task is None:
@@ -282,7 +288,7 @@ class Agent:
         events: list[Event] = []
         if self.system and not any(isinstance(e.event, SystemMessage) for e in self.ctx.events):
             events.append(SystemMessage(self.system))
-        events.append(UserMessage(task))
+        events.append(UserMessage(task, dict(meta or {})))
         self.append(*events)
 
     # --- one step ---------------------------------------------------------------------
@@ -323,9 +329,11 @@ class Agent:
         reason = budget_stop(self.ledger, self.limits, prep.report.tokens.total)
         if reason is not None:
             return self._finish(reason)
+        started = time.monotonic()
         try:
             reply = await self._call_model(prep)
-        except ModelError as exc:
+        except ModelError as exc:  # recorded: show and the inspector say why the run ended
+            self.append(failure_event(self.model, prep, exc, time.monotonic() - started))
             return self._finish("model_error", str(exc))
         results = await run_calls(self, reply.tool_calls) if reply.tool_calls else []
         step = StepResult(self.ledger.turns, reply, tuple(results), tuple(notes))

@@ -12,13 +12,20 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from ctxline.models.base import ModelClient, ModelError, ModelReply
-from ctxline.record.events import AssistantMessage, Event, JsonValue, ToolCall
+from ctxline.record.events import AssistantMessage, Event, JsonValue, ModelFailure, ToolCall
 from ctxline.runner.tracing import AttrValue, Tracer, provider_name
 from ctxline.runner.usage import usage_from_reply
 from ctxline.view.options import PrepareOptions
 from ctxline.view.prepare import Preparation
 
-__all__ = ["call_model", "client_options", "default_options", "fresh_ids", "request_model"]
+__all__ = [
+    "call_model",
+    "client_options",
+    "default_options",
+    "failure_event",
+    "fresh_ids",
+    "request_model",
+]
 
 
 def request_model(model: ModelClient) -> str:
@@ -116,3 +123,16 @@ async def call_model(
         message,
         event,
     ]
+
+
+def failure_event(
+    client: ModelClient, prep: Preparation, exc: Exception, latency_s: float
+) -> ModelFailure:
+    """The ``model.error`` event of a call that failed (the run's last event then)."""
+    return ModelFailure(
+        client.name,
+        str(exc) or type(exc).__name__,
+        type(exc).__name__,
+        max(0, round(latency_s * 1000)),
+        prep.header.step,
+    )

@@ -26,6 +26,7 @@ from ctxline.record.events import (
     Compaction,
     Guide,
     JsonValue,
+    ModelFailure,
     ModelUsage,
     Notification,
     Reduction,
@@ -250,6 +251,7 @@ class RecordFold:
                 | Compaction()
                 | StatusSnapshot()
                 | ModelUsage()
+                | ModelFailure()
                 | Slot()
                 | UnknownEvent()
             ):
