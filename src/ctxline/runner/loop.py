@@ -54,7 +54,7 @@ from ctxline.runner.execute import run_calls
 from ctxline.runner.guards import Limits, budget_stop
 from ctxline.runner.jobs import JobManager, JobsSource, interrupted_job
 from ctxline.runner.ledger import Ledger
-from ctxline.runner.model_call import call_model, client_options, failure_event
+from ctxline.runner.model_call import BodyDecoder, call_model, client_options, failure_event
 from ctxline.runner.permissions import ApprovalCallback, PermissionHook, allow_all
 from ctxline.runner.registry import ToolLike, ToolRegistry, pick_builtins
 from ctxline.runner.result import RunResult, StepResult
@@ -232,6 +232,8 @@ class Agent:
         self.ledger = Ledger(table=prices)
         self.ledger.catch_up(self.ctx.events)
         self.jobs = JobManager()
+        self._bodies = BodyDecoder()
+        """Each request's body for the client, decoding only what is new (O(new) a step)."""
         self._loop: asyncio.AbstractEventLoop | None = None
         self._run = _Run()
         self._repaired = False
@@ -352,7 +354,12 @@ class Agent:
 
     async def _call_model(self, prep: Preparation) -> ModelReply:
         reply, events = await call_model(
-            self.model, prep, self.tracer, self.session, self.ledger.turns + 1
+            self.model,
+            prep,
+            self.tracer,
+            self.session,
+            self.ledger.turns + 1,
+            body=self._bodies.body(prep),
         )
         self.append(*events)
         return reply
