@@ -67,7 +67,7 @@ def _session(db: str) -> None:
         environment=Environment(cwd="/repo", os="Linux"),
         time=TimeConfig("Europe/Berlin", refresh_s=0),
     )
-    options = PrepareOptions(tokenizer="bytes/4", context_window=5_000, max_output=500, offload_tokens=0, defer=False)  # reduce now: the session must hold a reduction
+    options = PrepareOptions(tokenizer="bytes/4", context_window=4_000, max_output=500, offload_tokens=0, defer=False)  # reduce now: the session must hold a reduction
     ctx = Context(store, "s", clock=clock, status=status, status_mode="append", options=options)
     ctx.set_tools([{"name": "bash", "description": "Run a command.", "parameters": {}}])
     ctx.append(UserMessage("Plan, then call mom."))
@@ -251,7 +251,9 @@ def _forge_status_env(lines: list[Line]) -> str:
 
 
 def _forge_status_time(lines: list[Line]) -> str:
-    _status(lines, "- elapsed since the last message before this turn: ", "- elapsed since the last message before this turn: 9d ")
+    # an appended status keeps no clock (the reading is in the tail): forge one into it
+    snapshot = _first(lines, "status", lambda s: "- os: Linux\n" in s["text"])
+    snapshot["text"] += "time:\n- now: 2026-11-03T00:00:00+01:00 (Europe/Berlin)\n- elapsed since the last message before this turn: 9d\n"
     return "elapsed '9d"
 
 

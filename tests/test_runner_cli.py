@@ -7,13 +7,17 @@ import os
 from pathlib import Path
 from typing import Any
 
+import click
 import pytest
 from click.testing import CliRunner
 
 from ctxline.cli.main import main
-from ctxline.record.events import ToolResult
+from ctxline.cli.run import run_cmd
+from ctxline.context import Context
+from ctxline.record.events import ModelFailure, RequestHeader, ToolResult, UserMessage
 from ctxline.record.store import open_store
 from ctxline.runner.workspace import PathRefused, confine, shell_tool, workspace_tools
+from ctxline.web.views import summarize
 
 
 def _script(path: Path, *replies: dict[str, Any]) -> str:
@@ -150,21 +154,11 @@ def test_run_tools_from_a_module_and_resume_an_unfinished_session(
     first = CliRunner().invoke(main, [*args, "--max-turns", "1"])
     assert first.exit_code == 1, first.output  # stopped by the turn cap, not finished
     assert json.loads(first.stdout)["stop_reason"] == "max_turns"
-    second = CliRunner().invoke(
-        main,
-        [
-            "run",
-            "--model",
-            model,
-            "--tools",
-            "mytools:TOOLS",
-            "--no-default-tools",
-            "--db",
-            "r.db",
-            "--session",
-            "calc",
-            "--json",
-        ],
+    again = CliRunner().invoke(main, ["run", "--db", "r.db", "--session", "calc", "--json"])
+    assert again.exit_code == 1, again.output  # the recorded cap: it stops again at once
+    assert json.loads(again.stdout)["stop_reason"] == "max_turns"
+    second = CliRunner().invoke(  # the session id alone, and a higher cap given again
+        main, ["run", "--db", "r.db", "--session", "calc", "--max-turns", "5", "--json"]
     )
     assert second.exit_code == 0, second.output
     data = json.loads(second.stdout)
@@ -268,3 +262,134 @@ def test_chat_runs_on_the_loop(tmp_path: Path) -> None:
     store = open_store(str(tmp_path / "c.db"))
     assert [e.kind for e in store.read("chat")].count("usage") == 3
     store.close()
+
+
+def _bodies(db: str, session: str) -> list[dict[str, Any]]:
+    store = open_store(db)
+    ctx = Context(store, session, create=False)
+    out = [json.loads(ctx.rebuild(h.step)) for h in ctx.requests()]
+    store.close()
+    return out
+
+
+def test_resume_from_the_session_id_alone_with_the_recorded_options(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("alpha\n")
+    model = _script(
+        tmp_path / "s.jsonl", _call("r", "read_file", path="a.txt"), {"text": "it says alpha"}
+    )
+    db = str(tmp_path / "r.db")
+    args = ["--db", db, "--session", "tz", "--json"]
+    first = CliRunner().invoke(
+        main,
+        ["run", "read a.txt", "--model", model, "--root", str(tmp_path), "--tz", "Asia/Tokyo",
+         "--status", "tail", "--no-builtin", "search_history", "--max-turns", "1", *args],
+    )  # fmt: skip
+    assert first.exit_code == 1, first.output
+    store = open_store(db)
+    task = next(e.event for e in store.read("tz") if isinstance(e.event, UserMessage))
+    store.close()
+    recorded = task.meta["run"]
+    assert isinstance(recorded, dict)
+    assert recorded["model"] == model
+    assert recorded["tz"] == "Asia/Tokyo"
+    assert recorded["max_turns"] == 1
+    assert recorded["root"] == str(tmp_path.resolve())
+    second = CliRunner().invoke(main, ["run", "--max-turns", "3", *args])
+    assert second.exit_code == 0, second.output
+    data = json.loads(second.stdout)
+    assert (data["final"], data["resumed"]) == ("it says alpha", True)
+    last = _bodies(db, "tz")[-1]
+    assert "it says alpha" not in json.dumps(last)  # (the request before the final answer)
+    tail = last["messages"][-1]["content"]
+    assert "(Asia/Tokyo)" in tail  # the recorded zone, the recorded tail status
+    assert "read_file invoked 1 time" in tail
+    names = [t["function"]["name"] for t in last["tools"]]
+    assert "search_history" not in names
+    assert "read_result" in names
+    assert "read_file" in names  # the recorded root's file tools
+    assert '"run"' not in json.dumps(last)  # the logged options are never sent to the model
+
+
+def test_a_bad_recorded_option_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    db = str(tmp_path / "r.db")
+    store = open_store(db)
+    store.create_session("bad")
+    store.append("bad", [UserMessage("go", {"run": {"model": "script:x", "max_turns": "many"}})])
+    store.close()
+    out = CliRunner().invoke(main, ["run", "--db", db, "--session", "bad"])
+    assert out.exit_code == 2
+    assert "the recorded option 'max_turns' of session 'bad' is invalid" in out.output
+
+
+def test_status_off_and_no_builtin_tools(tmp_path: Path) -> None:
+    model = _script(tmp_path / "s.jsonl", _call("l", "list_dir", path="."), {"text": "done"})
+    db = str(tmp_path / "r.db")
+    out = CliRunner().invoke(
+        main,
+        ["run", "list", "--model", model, "--root", str(tmp_path), "--db", db, "--session", "q",
+         "--status", "off", "--no-builtin-tools", "--json"],
+    )  # fmt: skip
+    assert out.exit_code == 0, out.output
+    bodies = _bodies(db, "q")
+    assert len(bodies) == 2
+    for body in bodies:
+        names = [t["function"]["name"] for t in body["tools"]]
+        assert names == ["read_file", "list_dir", "search_files"]
+        assert "ctx-status" not in json.dumps(body["messages"])
+    on = CliRunner().invoke(
+        main,
+        ["run", "list", "--model", model, "--root", str(tmp_path), "--db", db, "--session", "q2",
+         "--json"],
+    )  # fmt: skip
+    assert on.exit_code == 0, on.output
+    assert "<ctx-status>" in _bodies(db, "q2")[-1]["messages"][-1]["content"]
+
+
+def test_a_model_error_is_a_recorded_event_that_show_displays(tmp_path: Path) -> None:
+    model = _script(tmp_path / "s.jsonl", _call("l", "list_dir", path="."))
+    db = str(tmp_path / "r.db")
+    out = CliRunner().invoke(
+        main, ["run", "list", "--model", model, "--root", str(tmp_path), "--db", db,
+               "--session", "e", "--json"],
+    )  # fmt: skip
+    assert out.exit_code == 1
+    data = json.loads(out.stdout)
+    assert data["stop_reason"] == "model_error"
+    assert "the script has 1 replies" in data["error"]
+    store = open_store(db)
+    events = store.read("e")
+    store.close()
+    last = events[-1].event
+    assert isinstance(last, ModelFailure)
+    assert last.error == data["error"]
+    assert last.model == model
+    assert isinstance(events[-2].event, RequestHeader)
+    assert last.request_step == events[-2].event.step
+    shown = CliRunner().invoke(
+        main, ["show", "--db", db, "--session", "e", "--width", "400"], env={"COLUMNS": "600"}
+    )
+    assert shown.exit_code == 0, shown.output
+    assert "model.error" in shown.stdout
+    assert "the script has 1 replies" in shown.stdout
+    assert "ModelError: " in summarize(last)  # the inspector's line for the event
+    assert "the script has 1 replies" in summarize(last)
+
+
+def test_every_run_option_has_help_and_shows_its_default() -> None:
+    for param in run_cmd.params:
+        if not isinstance(param, click.Option) or param.name == "help":
+            continue
+        assert param.help, param.name
+        assert param.show_default, param.name
+    text = CliRunner().invoke(main, ["run", "--help"]).stdout
+    assert "--context-window" in text
+    assert "[default: (the server's, else 8,192 for local:, 128,000);" in " ".join(text.split())
+
+
+def test_a_bad_zone_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    model = _script(tmp_path / "s.jsonl", {"text": "ok"})
+    out = CliRunner().invoke(
+        main, ["run", "x", "--model", model, "--db", ":memory:", "--tz", "Mars/Base"]
+    )
+    assert out.exit_code == 2
+    assert "Mars/Base" in out.output

@@ -3,15 +3,23 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctxline import MemoryStore
 from ctxline.models.scripted import ScriptedModel
-from ctxline.record.events import AssistantMessage, ModelUsage, RequestHeader, ToolResult
+from ctxline.record.events import (
+    AssistantMessage,
+    ModelFailure,
+    ModelUsage,
+    RequestHeader,
+    ToolResult,
+)
 from ctxline.render.neutral import history_to_messages
 from ctxline.runner import Agent, Limits, tool
 from ctxline.view.options import PrepareOptions
@@ -200,3 +208,57 @@ def test_every_call_is_answered_once_and_max_calls_holds(
     assert all(
         e.name == "ghost" or e.meta["runner"]["refused"] in ("max_calls", "repeat") for e in refused
     )
+
+
+def test_a_model_error_ends_the_run_with_a_recorded_event() -> None:
+    script = ScriptedModel([calls(("a", "todo_write", {"items": []}))])
+    agent = Agent(script, store=MemoryStore(), session="err")
+    result = agent.run("plan")
+    assert result.stop_reason == "model_error"
+    assert result.final == ""
+    last = agent.ctx.events[-1].event
+    assert isinstance(last, ModelFailure)
+    assert (last.model, last.error_type) == ("script:script", "ModelError")
+    assert last.error == result.error
+    assert "the script has 1 replies and this request is turn 2" in last.error
+    assert last.request_step == agent.ctx.requests()[-1].step
+    resumed = Agent(script, store=agent.store, session="err").run(None)  # still failing
+    assert resumed.stop_reason == "model_error"
+    failures = [e for e in agent.store.read("err") if isinstance(e.event, ModelFailure)]
+    assert len(failures) == 2
+
+
+class Recording(ScriptedModel):
+    """The scripted model, keeping every body it was handed."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.bodies: list[dict[str, Any]] = []
+
+    def complete(self, body: Any, *, provider: Any = "openai") -> Any:
+        self.bodies.append(json.loads(json.dumps(body)))  # a copy, as the client saw it
+        return super().complete(body, provider=provider)
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_the_body_sent_is_the_logged_request_through_edits(provider: str) -> None:
+    @tool
+    def page(n: int) -> str:
+        """A long page."""
+        return f"page {n}: " + " ".join(f"w{i}" for i in range(250))
+
+    replies = [calls((f"c{i}", "page", {"n": i})) for i in range(14)]
+    model = Recording([*replies, {"text": "done"}], provider=provider)
+    agent = Agent(
+        model,
+        [page],
+        options=PrepareOptions(context_window=2_600, max_output=200, defer=False),
+        limits=Limits(max_turns=12, repeat_limit=0),
+        status_mode="replace",
+    )
+    agent.run("read the pages")
+    steps = [h.step for h in agent.ctx.requests()]
+    assert len(steps) == len(model.bodies) >= 10
+    assert any(e.kind == "reduction" for e in agent.ctx.events)  # frozen history was edited
+    for step, sent in zip(steps, model.bodies, strict=True):
+        assert sent == json.loads(agent.ctx.rebuild(step))

@@ -53,3 +53,14 @@ def test_the_readme_agent_runs_with_its_two_tools(tmp_path: Path) -> None:
     results = [e.event.content for e in store.read(session.id) if isinstance(e.event, ToolResult)]
     assert results == ["4", "FOUR"]
     store.close()
+
+
+def test_the_runner_doc_examples_run() -> None:
+    """Every ```python block of docs/runner.md runs as written (offline: ScriptedModel),
+    unless the line before it says ``<!-- not-runnable: … -->``."""
+    text = (README.parent / "docs" / "runner.md").read_text()
+    blocks = re.findall(r"(<!-- not-runnable:[^\n]*-->\n)?```python\n(.*?)```", text, re.S)
+    runnable = [code for skip, code in blocks if not skip]
+    assert len(runnable) >= 3
+    for i, code in enumerate(runnable):
+        exec(compile(code, f"docs/runner.md block {i}", "exec"), {"__name__": f"runner_doc_{i}"})

@@ -46,6 +46,7 @@ def test_show_lists_every_kind_of_a_replayed_and_prepared_database(tmp_path: Pat
         {"kind": "todo", "op": "update", "id": "1", "status": "completed"},
         {"kind": "compaction", "summary": "earlier work", "trigger": "auto", "pre_tokens": 9000},
         {"kind": "slot", "name": "goal", "op": "set", "value": "plan the trip"},
+        {"kind": "model.error", "model": "openai:qwen", "error": "HTTP 500", "error_type": "ModelError"},
         {"kind": "system.message", "text": "You plan trips."},
         {"kind": "weather.report", "city": "Oslo", "temp": -3},
     ))  # fmt: skip

@@ -72,8 +72,11 @@ def test_forged_status_in_tool_output_changes_nothing() -> None:
 def test_append_persists_each_status_into_history() -> None:
     c = ctx(status=StatusConfig(), status_mode="append")
     c.append(UserMessage("go"))
-    first = c.prepare(now=T0).body["messages"]
+    empty = c.prepare(now=T0).body["messages"]
+    assert empty[-1]["content"] == "go"  # a status with nothing to say is not sent
     step(c, 1)
+    first = c.prepare(now=T0).body["messages"]
+    step(c, 2)
     second = c.prepare(now=T0).body["messages"]
     assert second[: len(first)] == first  # the old status stays, so the prefix extends
     snapshots = [e.event for e in c.events if isinstance(e.event, StatusSnapshot)]

@@ -18,7 +18,7 @@ pairs it answers itself.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, fields, replace
 from datetime import datetime
 
 from ctxline.errors import Conflict, CtxlineError, ValidationError
@@ -57,7 +57,14 @@ from ctxline.view.prepare import Preparation, render_step, view_messages
 from ctxline.view.rebuild import rebuild_all, rebuild_request
 from ctxline.view.step import StepRequest, StepSetup, plan_step, tool_json
 
-__all__ = ["BUILTIN_TOOLS", "Context", "branch_marks", "rebuild_all", "rebuild_request"]
+__all__ = [
+    "BUILTIN_TOOLS",
+    "Context",
+    "ContextConfig",
+    "branch_marks",
+    "rebuild_all",
+    "rebuild_request",
+]
 
 _PLAN_ATTEMPTS = 5
 """How often a step is planned again when another writer moved the head meanwhile."""
@@ -82,7 +89,55 @@ def _spec(tool: ToolSpec | Tool | Mapping[str, JsonValue]) -> ToolSpec:
     if not isinstance(name, str) or not name:
         raise ValidationError("a tool needs a name", field="tools")
     params = tool.get("parameters") or {}
-    return ToolSpec(name, str(tool.get("description") or ""), params if isinstance(params, dict) else {})
+    return ToolSpec(
+        name, str(tool.get("description") or ""), params if isinstance(params, dict) else {}
+    )
+
+
+@dataclass(frozen=True)
+class ContextConfig:
+    """Everything that shapes a timeline's requests besides the record: what a
+    :class:`Context` takes, and what an :class:`~ctxline.runner.Agent` takes for its
+    Context (one configuration, the same meaning in both).
+
+        config = ContextConfig(status=StatusConfig(environment=detect_environment()),
+                               dynamic=lambda: [DynamicItem("cart", "2 items")])
+        Context(store, "s", config=config)
+        Agent(client, tools, config=config)
+    """
+
+    options: PrepareOptions | None = None
+    """Budget, provider, window (None: the defaults; an Agent takes its client's)."""
+    guide: GuideRegistry | None = None
+    """A fixed guide registry (None: the guide holds only the kinds the timeline uses)."""
+    counter: TokenCounter | None = None
+    clock: Clock = utc_now
+    status: StatusConfig | None = None
+    """The status bar: environment (cwd, OS, shell, Python), time, thresholds (None: no
+    status bar on a Context; an Agent always has one unless ``status_mode="off"``)."""
+    status_mode: StatusMode = "auto"
+    """Where the status bar goes: ``replace`` (the tail), ``append``, ``auto``, ``off``."""
+    dynamic: DynamicCallback | None = None
+    """The app's state for each request (seed 003), called once per step."""
+    builtin_tools: Sequence[Tool] = BUILTIN_TOOLS
+    summarizer: Summarizer = extractive_summary
+    """The compaction summarizer (``models.summarizer.LLMSummarizer`` asks a model)."""
+    sources: Sequence[Source] = ()
+    rungs: Sequence[Rung] = DEFAULT_RUNGS
+    ladder: LadderConfig | None = None
+    tool_choice: str | None = None
+    """The default ``tool_choice`` of each request (``auto``, ``none``, ``required``, a
+    tool's name); ``prepare(tool_choice=…)`` overrides it for one request."""
+
+    def merged(self, **overrides: object) -> ContextConfig:
+        """This configuration with the keyword arguments that are not None applied
+        (``status_mode``/``builtin_tools``/… are applied when given at all)."""
+        names = {f.name for f in fields(self)}
+        unknown = sorted(set(overrides) - names)
+        if unknown:
+            raise ValidationError(f"unknown context setting {unknown[0]!r}", field=unknown[0])
+        given = {k: v for k, v in overrides.items() if v is not None}
+        return replace(self, **given) if given else self  # type: ignore[arg-type]
 
 
 class Context:
@@ -94,41 +149,66 @@ class Context:
         session: str,
         timeline: str = MAIN,
         *,
+        config: ContextConfig | None = None,
         guide: GuideRegistry | None = None,
         options: PrepareOptions | None = None,
         counter: TokenCounter | None = None,
-        clock: Clock = utc_now,
+        clock: Clock | None = None,
         create: bool = True,
         status: StatusConfig | None = None,
-        status_mode: StatusMode = "auto",
+        status_mode: StatusMode | None = None,
         dynamic: DynamicCallback | None = None,
-        builtin_tools: Sequence[Tool] = BUILTIN_TOOLS,
-        summarizer: Summarizer = extractive_summary,
-        sources: Sequence[Source] = (),
-        rungs: Sequence[Rung] = DEFAULT_RUNGS,
+        builtin_tools: Sequence[Tool] | None = None,
+        summarizer: Summarizer | None = None,
+        sources: Sequence[Source] | None = None,
+        rungs: Sequence[Rung] | None = None,
         ladder: LadderConfig | None = None,
+        tool_choice: str | None = None,
     ) -> None:
+        """``config`` holds every setting; a keyword argument given overrides its field."""
+        cfg = (config or ContextConfig()).merged(
+            guide=guide,
+            options=options,
+            counter=counter,
+            clock=clock,
+            status=status,
+            status_mode=status_mode,
+            dynamic=dynamic,
+            builtin_tools=builtin_tools,
+            summarizer=summarizer,
+            sources=sources,
+            rungs=rungs,
+            ladder=ladder,
+            tool_choice=tool_choice,
+        )
+        self.config = cfg
+        """The configuration this Context was made with (an Agent builds on it)."""
         self.store = store
         self.session = session
         self.timeline = timeline
-        self.guide = guide
+        self.guide = cfg.guide
         """A fixed guide registry (None: the guide holds only the kinds the timeline uses)."""
-        self.options = options or PrepareOptions()
-        self.counter = counter or get_counter(self.options.tokenizer)
-        self.clock = clock
+        self.options = cfg.options or PrepareOptions()
+        self.counter = cfg.counter or get_counter(self.options.tokenizer)
+        self.clock = cfg.clock
         if create:
             store.create_session(session, exist_ok=True)
         self.writer = TimelineWriter(store, session, timeline)
         self._events: list[StoredEvent] = []
         self._cache = ViewCache()
         self._marks = branch_marks(store, session, timeline)
-        self.dynamic = dynamic
-        self.builtin_tools = tuple(builtin_tools)
-        self.summarizer = summarizer
-        self.rungs = tuple(rungs)
-        self.ladder = ladder or LadderConfig()
+        self.dynamic = cfg.dynamic
+        self.builtin_tools = tuple(cfg.builtin_tools)
+        self.summarizer = cfg.summarizer
+        self.rungs = tuple(cfg.rungs)
+        self.ladder = cfg.ladder or LadderConfig()
+        self.tool_choice = cfg.tool_choice
         self.sources = default_sources(
-            self._marks, status=status, status_mode=status_mode, dynamic=dynamic is not None, extra=sources
+            self._marks,
+            status=cfg.status,
+            status_mode=cfg.status_mode,
+            dynamic=cfg.dynamic is not None,
+            extra=cfg.sources,
         )
         self._app_tools: tuple[ToolSpec, ...] = ()
         self._optional: tuple[str, ...] = ()
@@ -149,7 +229,9 @@ class Context:
         self._events.extend(new)
         return new
 
-    def append(self, *events: Event | Pending, expected_seq: int | None = None) -> list[StoredEvent]:
+    def append(
+        self, *events: Event | Pending, expected_seq: int | None = None
+    ) -> list[StoredEvent]:
         """Append atomically to this timeline (after catching up with other writers).
 
         Long tool results are saved as blobs first, so ``read_result`` can page through
@@ -246,7 +328,9 @@ class Context:
 
     def _setup(self, options: PrepareOptions | None) -> StepSetup:
         opts = options or self.options
-        view = ViewSetup(self.sources, opts, self.counter, tuple(self._marks), self.guide, self.store)
+        view = ViewSetup(
+            self.sources, opts, self.counter, tuple(self._marks), self.guide, self.store
+        )
         offered = self.offered()
         if self._offered is None or self._offered[0] != offered:
             self._offered = (offered, canonical_json([tool_json(t) for t in offered]))
@@ -280,7 +364,8 @@ class Context:
         now = now or self.clock()
         setup = self._setup(options)
         dynamic: tuple[DynamicItem, ...] = tuple(self.dynamic()) if self.dynamic else ()
-        request = StepRequest(now, tuple(tail), dynamic, tool_choice)
+        choice = tool_choice if tool_choice is not None else self.tool_choice
+        request = StepRequest(now, tuple(tail), dynamic, choice)
         for _ in range(_PLAN_ATTEMPTS):
             self.refresh()
             try:
@@ -370,4 +455,6 @@ class Context:
         sha256 (and the record against its hash chain)."""
         self.refresh()
         self.store.verify_chain(self.session, self.timeline).raise_if_broken()
-        return rebuild_request(self._events, step, self._marks, self.counter, self.sources)[1].body_bytes
+        return rebuild_request(self._events, step, self._marks, self.counter, self.sources)[
+            1
+        ].body_bytes

@@ -3,7 +3,8 @@
 ctxline run "Which file defines main?" --model openai:gpt-4.1-mini
 ctxline run "Summarize README.md" --model openai:qwen2.5 --base-url http://127.0.0.1:8000/v1
 ctxline run "Add the numbers" --model script:replies.jsonl --tools mytools:TOOLS --json
-ctxline run --session run-01hx… --db agent.db       # resume an unfinished run
+ctxline run --session run-01hx… --db agent.db       # resume: the options are in the record
+ctxline run "What time is it in Tokyo?" --model script:r.jsonl --tz Asia/Tokyo --status tail
 
 The default tools read the root folder (``--root``, default .) and nothing else:
 read_file, list_dir and search_files; ``--allow-shell`` adds a shell tool whose every
@@ -11,7 +12,10 @@ command is approved on the terminal unless ``--approve auto``. ``--tools module:
 adds the functions ``attr`` names (one function or a list). ``--json`` prints one object:
 session, final, turns, tool_calls, usage, cost_usd, stop_reason, … . The exit code is 0
 when the run ended with a final answer, 1 when it stopped for another reason, 2 for bad
-input.
+input. A new task's options (model, base URL, tools, limits, status, zone, window) are
+logged in its user message (``meta.run``), so ``--session ID`` alone resumes the run
+with them; a flag given again overrides its value (``--approve auto`` is never taken
+from the record: a resumed run asks unless told again).
 """
 
 from __future__ import annotations
@@ -20,9 +24,10 @@ import importlib
 import json
 import sys
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import click
+from click.core import ParameterSource
 from rich.console import Console
 from rich.markup import escape
 
@@ -35,8 +40,11 @@ from ctxline.runner import Agent, Limits, StepResult, SubAgents, approval_policy
 from ctxline.runner.registry import as_tools
 from ctxline.runner.tools import FunctionTool
 from ctxline.runner.workspace import shell_tool, workspace_tools
+from ctxline.sources.statusbar import parse_status_mode
+from ctxline.sources.timectx import zone_info
+from ctxline.tools.builtin import BUILTIN_TOOLS
 
-__all__ = ["load_tools", "run_cmd"]
+__all__ = ["RECORDED", "load_tools", "recorded_options", "run_cmd"]
 
 SYSTEM = (
     "You are an agent working in a folder of files. Use the tools to find facts before "
@@ -80,22 +88,64 @@ def _line(step: StepResult, agent: Agent) -> str:
     return text
 
 
+RECORDED = (
+    "model",
+    "base_url",
+    "tool_specs",
+    "approve",
+    "max_turns",
+    "max_tokens",
+    "max_cost",
+    "root",
+    "allow_shell",
+    "no_default_tools",
+    "subagents",
+    "context_window",
+    "max_output",
+    "status",
+    "tz",
+    "no_builtin_tools",
+    "no_builtin",
+)
+"""The options of ``ctxline run`` logged with a new task and read back on resume."""
+
+STATUS_CHOICES = {"off": "off", "tail": "replace", "append": "append", "auto": "auto"}
+BUILTIN_NAMES = tuple(t.name for t in BUILTIN_TOOLS)
+
+
+def recorded_options(store: Any, session: str) -> dict[str, Any]:
+    """The options the session's latest task was started with (``meta.run`` of its user
+    message; empty when there is none)."""
+    from ctxline.record.events import UserMessage
+
+    for stored in reversed(store.read(session)):
+        event = stored.event
+        if isinstance(event, UserMessage):
+            run = event.meta.get("run")
+            if isinstance(run, dict):
+                return {k: v for k, v in run.items() if k in RECORDED}
+    return {}
+
+
 @click.command("run")
 @click.argument("task", required=False)
 @click.option(
     "--model",
-    required=True,
-    help="kind:name: openai:…, anthropic:…, local:smollm2, script:FILE.jsonl.",
+    default=None,
+    show_default="the recorded one when resuming; required otherwise",
+    help="kind:name: openai:…, anthropic:…, local:FILE.gguf, script:FILE.jsonl.",
 )
 @click.option(
     "--base-url",
     default=None,
+    show_default="none",
     help="An OpenAI-compatible endpoint (vLLM, Ollama, llama.cpp server).",
 )
 @click.option(
     "--tools",
     "tool_specs",
     multiple=True,
+    show_default="none",
     help="module:attr naming a function or a list of functions (repeatable).",
 )
 @click.option(
@@ -116,13 +166,23 @@ def _line(step: StepResult, agent: Agent) -> str:
     "--max-tokens",
     type=click.IntRange(min=1),
     default=None,
+    show_default="none",
     help="Token budget (input + output) for the task.",
 )
 @click.option(
-    "--max-cost", type=float, default=None, help="USD budget for the task (priced models only)."
+    "--max-cost",
+    type=float,
+    default=None,
+    show_default="none",
+    help="USD budget for the task, priced models only.",
 )
 @db_option
-@click.option("--session", default=None, help="Session id; an unfinished run's id resumes it.")
+@click.option(
+    "--session",
+    default=None,
+    show_default="a new run-…",
+    help="Session id; an unfinished run's id alone resumes it with its recorded options.",
+)
 @click.option(
     "--root",
     type=click.Path(file_okay=False, exists=True, path_type=Path),
@@ -133,40 +193,79 @@ def _line(step: StepResult, agent: Agent) -> str:
 @click.option(
     "--allow-shell",
     is_flag=True,
+    show_default="off",
     help="Offer a shell tool (each command approved unless --approve auto).",
 )
-@click.option("--no-default-tools", is_flag=True, help="Offer no file tools (only --tools).")
+@click.option(
+    "--no-default-tools",
+    is_flag=True,
+    show_default="off",
+    help="Offer no file tools (only --tools).",
+)
+@click.option(
+    "--no-builtin-tools",
+    is_flag=True,
+    show_default="off",
+    help="Offer none of ctxline's own tools (read_result, search_history, todo_write, todo_update).",
+)
+@click.option(
+    "--no-builtin",
+    type=click.Choice(BUILTIN_NAMES),
+    multiple=True,
+    show_default="none",
+    help="Leave out one of ctxline's own tools (repeatable).",
+)
 @click.option(
     "--agents",
     "subagents",
     is_flag=True,
+    show_default="off",
     help="Offer spawn_agent: sub-agents in their own sessions.",
 )
 @click.option(
-    "--system", default=SYSTEM, show_default=False, help="The system prompt of a new session."
+    "--system",
+    default=SYSTEM,
+    show_default="a short agent prompt",
+    help="The system prompt of a new session.",
 )
-@click.option("--context-window", type=click.IntRange(min=1), default=None)
-@click.option("--max-output", type=click.IntRange(min=1), default=None)
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object with the result.")
+@click.option(
+    "--status",
+    type=click.Choice(tuple(STATUS_CHOICES)),
+    default="auto",
+    show_default=True,
+    help="The status bar: off; tail (replaced each step); append (kept in history); auto"
+    " (the cache cost model picks). A status with nothing to say is never sent.",
+)
+@click.option(
+    "--tz",
+    default=None,
+    show_default="none: no time context",
+    help="An IANA zone (Europe/Berlin): the current time and the time since the last"
+    " message, in the status bar.",
+)
+@click.option(
+    "--context-window",
+    type=click.IntRange(min=1),
+    default=None,
+    show_default="the server's, else 8,192 for local:, 128,000",
+    help="The model's context window in tokens.",
+)
+@click.option(
+    "--max-output",
+    type=click.IntRange(min=1),
+    default=None,
+    show_default="the server's, else 1,024 for local:, 4,096",
+    help="Tokens reserved for the reply.",
+)
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    show_default="off",
+    help="Print one JSON object with the result.",
+)
 def run_cmd(
-    task: str | None,
-    model: str,
-    base_url: str | None,
-    tool_specs: tuple[str, ...],
-    approve: str,
-    max_turns: int,
-    max_tokens: int | None,
-    max_cost: float | None,
-    db: str,
-    session: str | None,
-    root: Path,
-    allow_shell: bool,
-    no_default_tools: bool,
-    subagents: bool,
-    system: str,
-    context_window: int | None,
-    max_output: int | None,
-    as_json: bool,
+    task: str | None, db: str, session: str | None, system: str, as_json: bool, **given: Any
 ) -> None:
     """Run TASK with an agent on ctxline's loop (or resume --session's unfinished run)."""
     from dataclasses import replace
@@ -174,24 +273,36 @@ def run_cmd(
     from ctxline.runner.model_call import default_options
 
     with one_line_errors():
-        client = make_client(model, base_url=base_url)
-        tools: list[FunctionTool] = [] if no_default_tools else workspace_tools(root)
-        if allow_shell:
-            tools.append(shell_tool(root))
-        for spec in tool_specs:
-            tools.extend(load_tools(spec))
-        options = default_options(client)
-        if context_window is not None:
-            options = replace(options, context_window=context_window)
-        if max_output is not None:
-            options = replace(options, max_output=max_output)
-        mode: Literal["ask", "auto", "deny"] = (
-            "ask" if approve == "ask" else "auto" if approve == "auto" else "deny"
-        )
         store = open_store(db)
         known = session is not None and any(s.id == session for s in store.sessions())
         if task is None and not known:
             fail("give a TASK, or the --session of an unfinished run to resume it")
+        opts = _options(store, session if known else None, given)
+        if opts["model"] is None:
+            fail("give --model (the session has no recorded run to take it from)")
+        if opts["tz"] is not None:
+            zone_info(opts["tz"])
+        client = make_client(opts["model"], base_url=opts["base_url"])
+        root = Path(opts["root"])
+        tools: list[FunctionTool] = [] if opts["no_default_tools"] else workspace_tools(root)
+        if opts["allow_shell"]:
+            tools.append(shell_tool(root))
+        for spec in opts["tool_specs"]:
+            tools.extend(load_tools(spec))
+        options = default_options(client)
+        if opts["context_window"] is not None:
+            options = replace(options, context_window=opts["context_window"])
+        if opts["max_output"] is not None:
+            options = replace(options, max_output=opts["max_output"])
+        approve = opts["approve"]
+        mode: Literal["ask", "auto", "deny"] = (
+            "ask" if approve == "ask" else "auto" if approve == "auto" else "deny"
+        )
+        status = parse_status_mode(STATUS_CHOICES[opts["status"]])
+        dropped = set(opts["no_builtin"])
+        builtins = (
+            () if opts["no_builtin_tools"] else tuple(n for n in BUILTIN_NAMES if n not in dropped)
+        )
         agent = Agent(
             client,
             tools,
@@ -199,10 +310,17 @@ def run_cmd(
             session=session,
             system=system,
             options=options,
-            limits=Limits(max_turns=max_turns, max_tokens=max_tokens, max_cost=max_cost),
+            limits=Limits(
+                max_turns=opts["max_turns"],
+                max_tokens=opts["max_tokens"],
+                max_cost=opts["max_cost"],
+            ),
             permission=approval_policy(mode),
             approve=terminal_approval() if mode == "ask" else None,
-            subagents=SubAgents() if subagents else None,
+            subagents=SubAgents() if opts["subagents"] else None,
+            status_mode=status,
+            time_zone=opts["tz"],
+            builtin_tools=builtins,
         )
         err = Console(stderr=True, highlight=False)
         resuming = agent.unfinished
@@ -215,7 +333,7 @@ def run_cmd(
         elif task is None:
             fail(f"session {agent.session!r} has no unfinished run: give a TASK to continue it")
         else:
-            agent.start(task)
+            agent.start(task, meta={"run": _to_record(opts, root)})
         err.print(
             f"[dim]{'resuming' if resuming else 'session'} {escape(agent.session)} with {escape(client.name)} (db {escape(db)})[/dim]"
         )
@@ -247,3 +365,32 @@ def run_cmd(
             if result.error:
                 err.print(f"[red]{escape(result.error)}[/red]")
         sys.exit(0 if result.stop_reason == "final" else 1)
+
+
+def _options(store: Any, session: str | None, given: dict[str, Any]) -> dict[str, Any]:
+    """The flags given on the command line over the options recorded for ``session``."""
+    ctx = click.get_current_context()
+    recorded = recorded_options(store, session) if session is not None else {}
+    params = {p.name: p for p in ctx.command.params}
+    out = dict(given)
+    for name, value in recorded.items():
+        if ctx.get_parameter_source(name) not in (ParameterSource.DEFAULT, None):
+            continue  # a flag given again wins
+        if name == "approve" and value == "auto":
+            continue  # never approve silently on the record's word
+        try:  # the record is data: the flag's own type checks it
+            out[name] = params[name].type_cast_value(ctx, value)
+        except click.BadParameter as exc:
+            raise ValidationError(
+                f"the recorded option {name!r} of session {session!r} is invalid: {exc.message}",
+                field=name,
+            ) from None
+    return out
+
+
+def _to_record(opts: dict[str, Any], root: Path) -> dict[str, Any]:
+    out = {name: opts[name] for name in RECORDED}
+    out["root"] = str(root.resolve())
+    out["tool_specs"] = list(opts["tool_specs"])
+    out["no_builtin"] = list(opts["no_builtin"])
+    return out

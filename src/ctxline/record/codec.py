@@ -24,6 +24,7 @@ from ctxline.record.events import (
     Event,
     Guide,
     JsonValue,
+    ModelFailure,
     ModelUsage,
     Notification,
     Reduction,
@@ -171,6 +172,12 @@ def _body(event: Event) -> dict[str, JsonValue]:
                 out[name] = getattr(event, name)
             if event.estimated_input is not None:
                 out["estimated_input"] = event.estimated_input
+            if event.request_step is not None:
+                out["request_step"] = event.request_step
+            return out
+        case ModelFailure():
+            out = {"model": event.model, "error": event.error, "error_type": event.error_type}
+            out["latency_ms"] = event.latency_ms
             if event.request_step is not None:
                 out["request_step"] = event.request_step
             return out

@@ -19,6 +19,7 @@ from ctxline.record.events import (
     Compaction,
     Event,
     Guide,
+    ModelFailure,
     ModelUsage,
     Notification,
     Reduction,
@@ -101,6 +102,8 @@ def describe(event: Event, width: int = 100) -> str:
                 f"{event.model}: input {event.input:,} (cache read {event.cache_read:,}, write "
                 f"{event.cache_write:,}), output {event.output:,}, {event.latency_ms:,} ms"
             )
+        case ModelFailure():
+            return _clip(f"{event.error_type}: {event.error} (model {event.model})", width)
         case Slot():
             if event.value is None:
                 return f"slot {event.name} {event.op}"

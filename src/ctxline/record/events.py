@@ -32,6 +32,7 @@ __all__ = [
     "EventKind",
     "Guide",
     "JsonValue",
+    "ModelFailure",
     "ModelUsage",
     "Notification",
     "Pending",
@@ -86,6 +87,7 @@ EventKind = Literal[
     "reduction",
     "status",
     "usage",
+    "model.error",
     "slot",
 ]
 
@@ -322,6 +324,22 @@ class ModelUsage:
 
 
 @dataclass(frozen=True, slots=True)
+class ModelFailure:
+    """A model call that failed (transport, provider error, an unusable reply), recorded
+    where its reply would be: a run that stops with ``model_error`` ends with it, so
+    ``ctxline show`` and the inspector say why. No view shows it to the model."""
+
+    kind: ClassVar[Literal["model.error"]] = "model.error"
+    model: str
+    error: str
+    error_type: str = "ModelError"
+    latency_ms: int = 0
+    request_step: int | None = None
+    """The logged request step the call was sent from."""
+    meta: dict[str, JsonValue] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
 class Slot:
     """A change to a named environment slot (seed 002; :mod:`ctxline.environment`).
 
@@ -364,6 +382,7 @@ Event: TypeAlias = (
     | Reduction
     | StatusSnapshot
     | ModelUsage
+    | ModelFailure
     | Slot
     | UnknownEvent
 )

@@ -25,6 +25,7 @@ from ctxline.record.events import (
     Event,
     Guide,
     JsonValue,
+    ModelFailure,
     ModelUsage,
     Notification,
     Pending,
@@ -250,6 +251,18 @@ def _usage(r: _Reader) -> ModelUsage:
     )
 
 
+def _model_error(r: _Reader) -> ModelFailure:
+    step = _int(r, "request_step") if r.obj.get("request_step") is not None else None
+    return ModelFailure(
+        r.text("model"),
+        r.text("error"),
+        r.text("error_type", required=False) or "ModelError",
+        _int(r, "latency_ms") if "latency_ms" in r.obj else 0,
+        step,
+        r.meta(),
+    )
+
+
 _PARSERS: dict[str, Callable[[_Reader], Event]] = {
     "system.message": lambda r: SystemMessage(r.text("text"), r.meta()),
     "user.message": lambda r: UserMessage(r.text("text"), r.meta()),
@@ -276,6 +289,7 @@ _PARSERS: dict[str, Callable[[_Reader], Event]] = {
     "reduction": _reduction,
     "status": lambda r: StatusSnapshot(r.text("text"), r.meta()),
     "usage": _usage,
+    "model.error": _model_error,
     "slot": _slot,
 }
 

@@ -42,6 +42,7 @@ from ctxline.record.events import (
     Event,
     Guide,
     JsonValue,
+    ModelFailure,
     ModelUsage,
     Notification,
     Reduction,
@@ -236,7 +237,7 @@ class HistoryBuilder:
                 message = self.render_other(event) if self.render_other is not None else None
                 if message is not None:
                     self.add(replace(message, seq=seq) if seq else message)
-            case ModelUsage():
+            case ModelUsage() | ModelFailure():
                 pass  # a log record: never shown to the model
             case _:
                 assert_never(event)

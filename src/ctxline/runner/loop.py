@@ -27,17 +27,19 @@ the async forms); ``agent.execute(calls)`` runs calls the app got from its own m
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ctxline.context import BUILTIN_TOOLS, Context
+from ctxline.context import Context, ContextConfig
 from ctxline.discovery.source import Discovery
 from ctxline.errors import CompactionError, ContextOverflow, ValidationError
 from ctxline.models.base import ModelClient, ModelError, ModelReply
 from ctxline.pricing import PriceTable, price_for
 from ctxline.record.events import (
     Event,
+    JsonValue,
     StoredEvent,
     SystemMessage,
     ToolCall,
@@ -45,31 +47,52 @@ from ctxline.record.events import (
     UserMessage,
 )
 from ctxline.record.store import MAIN, MemoryStore, Store, new_ulid
+from ctxline.record.store.base import Clock
 from ctxline.render.neutral import INTERRUPTED
 from ctxline.runner.agents import SubAgents
 from ctxline.runner.execute import run_calls
 from ctxline.runner.guards import Limits, budget_stop
 from ctxline.runner.jobs import JobManager, JobsSource, interrupted_job
 from ctxline.runner.ledger import Ledger
-from ctxline.runner.model_call import call_model, default_options
+from ctxline.runner.model_call import BodyDecoder, call_model, client_options, failure_event
 from ctxline.runner.permissions import ApprovalCallback, PermissionHook, allow_all
-from ctxline.runner.registry import ToolLike, ToolRegistry
+from ctxline.runner.registry import ToolLike, ToolRegistry, pick_builtins
 from ctxline.runner.result import RunResult, StepResult
 from ctxline.runner.tracing import NO_TRACER, Tracer
 from ctxline.runner.usage import price_name
 from ctxline.sources.base import Source
+from ctxline.sources.dynamic import DynamicCallback
+from ctxline.sources.guide import GuideRegistry
 from ctxline.sources.status import StatusConfig
+from ctxline.sources.statusbar import StatusMode
+from ctxline.sources.timectx import TimeConfig
+from ctxline.tokens.counters import TokenCounter
 from ctxline.tools.base import Tool
+from ctxline.view.compaction import Summarizer
+from ctxline.view.ladder import LadderConfig, Rung
 from ctxline.view.options import PrepareOptions
 from ctxline.view.prepare import Preparation
 
 if TYPE_CHECKING:
     from ctxline.environment import Environment
 
-__all__ = ["Agent", "RunResult", "StepResult"]
+__all__ = ["Agent", "RunResult", "StepResult", "agent_status"]
 
 T = TypeVar("T")
 StopCondition = Callable[[StepResult], bool]
+
+
+def agent_status(
+    status: StatusConfig | None, caps: Mapping[str, int], time_zone: str | None
+) -> StatusConfig:
+    """The agent's status bar: ``status`` (None: the default one) with its tools' call
+    limits (an explicit limit in ``status`` wins) and, given a zone, the time context."""
+    base = status or StatusConfig()
+    merged = replace(base, limits={**caps, **base.limits})
+    if time_zone is not None:
+        time = merged.time or TimeConfig(time_zone)
+        merged = replace(merged, time=replace(time, zone=time_zone))
+    return merged
 
 
 @dataclass
@@ -94,6 +117,7 @@ class Agent:
         session: str | None = None,
         timeline: str = MAIN,
         system: str | None = None,
+        config: ContextConfig | None = None,
         options: PrepareOptions | None = None,
         limits: Limits | None = None,
         permission: PermissionHook = allow_all,
@@ -102,15 +126,34 @@ class Agent:
         tracer: Tracer = NO_TRACER,
         prices: PriceTable | None = None,
         stop_when: StopCondition | None = None,
-        sources: Sequence[Source] = (),
-        context: Mapping[str, Any] | None = None,
-        builtin_tools: Sequence[Tool] = BUILTIN_TOOLS,
+        sources: Sequence[Source] | None = None,
+        context: Context | Mapping[str, Any] | None = None,
+        builtin_tools: Sequence[Tool | str] | None = None,
         name: str = "agent",
         discovery: Discovery | None = None,
         skills: Source | None = None,
         memory: Source | None = None,
         environment: Environment | None = None,
+        status: StatusConfig | None = None,
+        status_mode: StatusMode | None = None,
+        time_zone: str | None = None,
+        dynamic: DynamicCallback | None = None,
+        summarizer: Summarizer | None = None,
+        tool_choice: str | None = None,
+        clock: Clock | None = None,
+        guide: GuideRegistry | None = None,
+        counter: TokenCounter | None = None,
+        rungs: Sequence[Rung] | None = None,
+        ladder: LadderConfig | None = None,
+        call_context: Mapping[str, Any] | None = None,
     ) -> None:
+        """The Context's settings come as one :class:`~ctxline.context.ContextConfig`
+        (``config=``, or ``context=`` a Context whose store, session, timeline and
+        configuration the agent takes), and each may also be given as a keyword, which
+        overrides the configuration's field. ``time_zone`` is the status bar's time
+        context (``StatusConfig(time=TimeConfig(zone))``); ``builtin_tools`` may name
+        ctxline's built-in tools to keep (``()``: none). ``call_context`` (or a mapping
+        as ``context=``) is what tools taking a ``CallContext`` get as ``extra``."""
         self.model = model
         self.registry = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
         self.limits = limits or Limits()
@@ -120,6 +163,28 @@ class Agent:
                 " enforced: give prices= or use max_tokens",
                 field="max_cost",
             )
+        base = config or ContextConfig()
+        if isinstance(context, Context):
+            base = config or context.config
+            store = store if store is not None else context.store
+            session = session or context.session
+            timeline = context.timeline if timeline == MAIN else timeline
+            context = None
+        cfg = base.merged(
+            options=options,
+            sources=sources,
+            builtin_tools=None if builtin_tools is None else pick_builtins(builtin_tools),
+            status=status,
+            status_mode=status_mode,
+            dynamic=dynamic,
+            summarizer=summarizer,
+            tool_choice=tool_choice,
+            clock=clock,
+            guide=guide,
+            counter=counter,
+            rungs=rungs,
+            ladder=ladder,
+        )
         self.store = store if store is not None else MemoryStore()
         self.system = system
         self.permission = permission
@@ -128,7 +193,7 @@ class Agent:
         self.tracer = tracer
         self.prices = prices
         self.stop_when = stop_when
-        self.extra: Mapping[str, Any] = dict(context or {})
+        self.extra: Mapping[str, Any] = dict(call_context or context or {})
         self.name = name
         self.discovery = discovery
         if discovery is not None:
@@ -145,16 +210,18 @@ class Agent:
             extra.append(environment.source)
         caps = dict(self.registry.limits())
         if discovery is not None:
-            caps |= {n: t.meta.max_calls for n, t in discovery.tools_by_name.items() if t.meta.max_calls}
-        status = StatusConfig(limits=caps)
+            caps |= {
+                n: t.meta.max_calls for n, t in discovery.tools_by_name.items() if t.meta.max_calls
+            }
+        self.config = replace(
+            cfg,
+            options=client_options(model, cfg.options),
+            status=agent_status(cfg.status, caps, time_zone),
+            sources=(JobsSource(), *cfg.sources, *extra),
+        )
+        """The configuration of the agent's Context (its client's model, its tools' limits)."""
         self.ctx = Context(
-            self.store,
-            session or f"run-{new_ulid().lower()}",
-            timeline,
-            options=options or default_options(model),
-            status=status,
-            sources=[JobsSource(), *sources, *extra],
-            builtin_tools=builtin_tools,
+            self.store, session or f"run-{new_ulid().lower()}", timeline, config=self.config
         )
         self.builtin_names = frozenset(t.name for t in self.ctx.tools)
         specs = [*self.registry.specs()]
@@ -165,6 +232,8 @@ class Agent:
         self.ledger = Ledger(table=prices)
         self.ledger.catch_up(self.ctx.events)
         self.jobs = JobManager()
+        self._bodies = BodyDecoder()
+        """Each request's body for the client, decoding only what is new (O(new) a step)."""
         self._loop: asyncio.AbstractEventLoop | None = None
         self._run = _Run()
         self._repaired = False
@@ -203,8 +272,12 @@ class Agent:
             self.append(*events)
             self._run.resumed = True
 
-    def start(self, task: str | None = None) -> None:
-        """Begin ``task`` (None: go on with the recorded one). A new session gets ``system`` first."""
+    def start(
+        self, task: str | None = None, *, meta: Mapping[str, JsonValue] | None = None
+    ) -> None:
+        """Begin ``task`` (None: go on with the recorded one). A new session gets ``system``
+        first; ``meta`` is kept on the task's user message (``ctxline run`` logs its options
+        there, so the session id alone resumes the run)."""
         self._run = _Run()
         self._repair()
         if task is None:
@@ -217,7 +290,7 @@ class Agent:
         events: list[Event] = []
         if self.system and not any(isinstance(e.event, SystemMessage) for e in self.ctx.events):
             events.append(SystemMessage(self.system))
-        events.append(UserMessage(task))
+        events.append(UserMessage(task, dict(meta or {})))
         self.append(*events)
 
     # --- one step ---------------------------------------------------------------------
@@ -258,9 +331,11 @@ class Agent:
         reason = budget_stop(self.ledger, self.limits, prep.report.tokens.total)
         if reason is not None:
             return self._finish(reason)
+        started = time.monotonic()
         try:
             reply = await self._call_model(prep)
-        except ModelError as exc:
+        except ModelError as exc:  # recorded: show and the inspector say why the run ended
+            self.append(failure_event(self.model, prep, exc, time.monotonic() - started))
             return self._finish("model_error", str(exc))
         results = await run_calls(self, reply.tool_calls) if reply.tool_calls else []
         step = StepResult(self.ledger.turns, reply, tuple(results), tuple(notes))
@@ -279,7 +354,12 @@ class Agent:
 
     async def _call_model(self, prep: Preparation) -> ModelReply:
         reply, events = await call_model(
-            self.model, prep, self.tracer, self.session, self.ledger.turns + 1
+            self.model,
+            prep,
+            self.tracer,
+            self.session,
+            self.ledger.turns + 1,
+            body=self._bodies.body(prep),
         )
         self.append(*events)
         return reply

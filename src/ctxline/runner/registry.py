@@ -18,8 +18,10 @@ from typing import Any
 from ctxline.errors import ValidationError
 from ctxline.render.neutral import ToolSpec
 from ctxline.runner.tools import FunctionTool, ToolMeta, function_tool
+from ctxline.tools.base import Tool
+from ctxline.tools.builtin import BUILTIN_TOOLS
 
-__all__ = ["ToolLike", "ToolRegistry", "as_tools"]
+__all__ = ["ToolLike", "ToolRegistry", "as_tools", "pick_builtins"]
 
 ToolLike = FunctionTool | Callable[..., Any]
 
@@ -101,3 +103,21 @@ class ToolRegistry:
             and (group is None or t.meta.group == group)
         ]
         return ToolRegistry(chosen)
+
+
+def pick_builtins(chosen: Sequence[Tool | str]) -> tuple[Tool, ...]:
+    """ctxline's built-in tools to offer: tools, or the names of the built-in ones
+    (``read_result``, ``search_history``, ``todo_write``, ``todo_update``; ``()``: none)."""
+    known = {t.name: t for t in BUILTIN_TOOLS}
+    out: list[Tool] = []
+    for item in chosen:
+        if isinstance(item, Tool):
+            out.append(item)
+        elif item in known:
+            out.append(known[item])
+        else:
+            raise ValidationError(
+                f"no built-in tool is named {item!r}; they are {', '.join(known)}",
+                field="builtin_tools",
+            )
+    return tuple(out)

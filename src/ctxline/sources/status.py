@@ -71,6 +71,7 @@ from ctxline.sources.todo import TodoFold
 from ctxline.tags import element, escape, one_line, quote_name
 
 __all__ = [
+    "EMPTY_STATUS",
     "STATUS_KIND",
     "Environment",
     "StatusConfig",
@@ -94,6 +95,8 @@ STATUS_KIND = MessageKind(
     owner="status",
 )
 
+EMPTY_STATUS = "nothing to report yet"
+"""The body of a status with no section (a status source does not send it)."""
 SHELL_TOOLS = ("bash", "shell", "execute_bash", "run_shell_command", "terminal")
 _ARGS_SHOWN = 160
 
@@ -394,7 +397,7 @@ class StatusFold:
         if time_reading is not None:
             lines = [f"- {one_line(line)}" for line in time_reading.text.split("\n")]
             sections.append("\n".join(["time:", *lines]))
-        body = "\n".join(sections) if sections else "nothing to report yet"
+        body = "\n".join(sections) if sections else EMPTY_STATUS
         return f"\n{body}\n"
 
     def _counter_lines(self) -> list[str]:

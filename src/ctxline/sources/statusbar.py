@@ -22,11 +22,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
-from ctxline.cost import Decision, decide_for_provider
+from ctxline.cost import Decision, cache_pricing, choose_strategy
 from ctxline.errors import ValidationError
 from ctxline.record.events import Event, JsonValue, RequestHeader, StatusSnapshot, StoredEvent
 from ctxline.sources.base import BaseSource, SourceStep, StepContext, TailItem
 from ctxline.sources.guide import MessageKind
+from ctxline.sources.status import EMPTY_STATUS as EMPTY
 from ctxline.sources.status import STATUS_KIND, StatusConfig, StatusFold
 from ctxline.sources.timectx import TIME_KIND, TimeReading, reading_from_fold, render_time
 
@@ -117,8 +118,9 @@ class StatusSource(BaseSource):
         self.expected_steps = expected_steps
 
     def kinds(self) -> Sequence[MessageKind]:
-        time = self.config.time
-        return (STATUS_KIND, TIME_KIND) if time is not None and time.placement == "system" else (STATUS_KIND,)
+        time = self.config.time  # an appended status leaves the clock to a <ctx-time> block
+        own = time is not None and (time.placement == "system" or self.mode != "replace")
+        return (STATUS_KIND, TIME_KIND) if own else (STATUS_KIND,)
 
     def fold(self) -> StatusSourceFold:
         return StatusSourceFold(self.config)
@@ -143,7 +145,16 @@ class StatusSource(BaseSource):
             meta["decided_turn"] = decided
         system = render_time(reading) if in_system and reading is not None else ""
         if strategy == "append":
-            return SourceStep(events=(StatusSnapshot(body),), system=system, meta=meta)
+            # appended snapshots stay in history: the clock goes to the tail, so only the
+            # newest reading is in the request, never one per snapshot
+            clock: tuple[TailItem, ...] = ()
+            if reading is not None and not in_system:
+                body = status.body(time_reading=None)
+                clock = (TailItem("time", render_time(reading)),)
+            events = () if body == f"\n{EMPTY}\n" else (StatusSnapshot(body),)
+            return SourceStep(events=events, tail=clock, system=system, meta=meta)
+        if body == f"\n{EMPTY}\n":  # a status with nothing to say is not sent
+            return SourceStep(system=system, meta=meta)
         block = TailItem("status", f"<ctx-status>{body}</ctx-status>")
         return SourceStep(tail=(block,), system=system, meta=meta)
 
@@ -156,10 +167,16 @@ class StatusSource(BaseSource):
         strategy = fold.strategy or "replace"
         if fold.decided_turn == turn or not fold.growth:
             return strategy, fold.decision, fold.decided_turn
-        decision: Decision = decide_for_provider(
-            ctx.options.provider,
+        opts = ctx.options  # alpha and w as the budget takes them: the model's price, the options
+        pricing = cache_pricing(
+            opts.provider, opts.model, read=opts.cache_read, write=opts.cache_write
+        )
+        decision: Decision = choose_strategy(
+            pricing.alpha,
             S=ctx.counter.count(f"<ctx-status>{body}</ctx-status>"),
             R=max(sum(fold.growth) / len(fold.growth), 1.0),
             N=self.expected_steps,
+            write_premium=pricing.write_premium,
         )
+        decision.inputs["provider"] = opts.provider
         return decision.strategy, decision.to_json(), turn

@@ -34,6 +34,7 @@ from ctxline.record.events import (
     Event,
     Guide,
     JsonValue,
+    ModelFailure,
     ModelUsage,
     Notification,
     Reduction,
@@ -268,7 +269,7 @@ def event_text(event: Event) -> str:
             return event.text
         case Tools():
             return _json_text(list(event.tools))
-        case RequestHeader() | ModelUsage():
+        case RequestHeader() | ModelUsage() | ModelFailure():
             return ""  # a log record: never shown to the model
         case Reduction():
             return event.summary

@@ -26,6 +26,7 @@ from ctxline.record.events import (
     Compaction,
     Guide,
     JsonValue,
+    ModelFailure,
     ModelUsage,
     Notification,
     Reduction,
@@ -264,6 +265,7 @@ class RecordFold:
                 | Compaction()
                 | StatusSnapshot()
                 | ModelUsage()
+                | ModelFailure()
                 | Slot()
                 | UnknownEvent()
             ):

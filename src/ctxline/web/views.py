@@ -26,6 +26,7 @@ from ctxline.record.events import (
     Compaction,
     Event,
     Guide,
+    ModelFailure,
     ModelUsage,
     Notification,
     Reduction,
@@ -162,6 +163,8 @@ def summarize(event: Event) -> str:
             return one_line(text)
         case ModelUsage(model=model, input=tokens_in, output=tokens_out):
             return one_line(f"{model}: {tokens_in:,} in, {tokens_out:,} out")
+        case ModelFailure(model=model, error=error, error_type=error_type):
+            return one_line(f"{error_type}: {error} (model {model})")
         case Slot(name=name, op=op, value=value):
             shown = "" if value is None else " " + json.dumps(value, ensure_ascii=False)
             return one_line(f"slot {name} {op}{shown}")
