@@ -104,14 +104,33 @@ def _param(request: Request, name: str, default: str | None = None) -> str:
     return value
 
 
-def _int(request: Request, name: str, default: int | None = None) -> int:
+MAX_NUMBER = 10**12
+"""The largest number a page, step or seq parameter may be (far above any record's)."""
+
+
+def _int(request: Request, name: str, default: int | None = None, *, least: int = 0) -> int:
+    """A whole-number parameter: ASCII digits only, from ``least`` to :data:`MAX_NUMBER`.
+
+    Anything else (a sign, a fraction, ``nan``, exponent forms, other scripts' digits,
+    a number past the limit) is a 400 naming the parameter, never a 500 from a database
+    that cannot hold the number.
+    """
     raw = request.query_params.get(name)
     if raw is None and default is not None:
         return default
-    try:
-        return int(_param(request, name))
-    except ValueError:
-        raise HTTPException(400, f"the {name!r} parameter must be a whole number") from None
+    text = _param(request, name)
+    if (
+        not (text.isascii() and text.isdigit())
+        or len(text) > 13
+        or not least <= int(text) <= MAX_NUMBER
+    ):
+        shown = text if len(text) <= 40 else text[:40] + "…"
+        raise HTTPException(
+            400,
+            f"the {name!r} parameter must be a whole number from {least} to {MAX_NUMBER:,}"
+            f" (got {shown!r})",
+        )
+    return int(text)
 
 
 Handler = Callable[[Inspector, Request], Response]
@@ -166,7 +185,7 @@ def timeline_page(app: Inspector, request: Request) -> Response:
     events = app.events(session, timeline)
     run = app.run(session, timeline, events)
     kind = request.query_params.get("kind") or None
-    page = _int(request, "page", 1)
+    page = _int(request, "page", 1, least=1)
     ctx = pages.timeline(session, timeline, events, run, app.record.timelines(session), kind, page)
     return app.render("timeline.html", title=f"{session} · {timeline}", **ctx)
 
@@ -255,8 +274,10 @@ def guides_page(app: Inspector, request: Request) -> Response:
 
 
 def blobs_page(app: Inspector, request: Request) -> Response:
-    page = max(_int(request, "page", 1), 1)
+    page = _int(request, "page", 1, least=1)
     count, size = app.record.blob_count()
+    last = max(1, -(-count // pages.BLOBS_PER_PAGE))
+    page = min(page, last)  # past the end: the last page (as the timeline does)
     rows = app.record.blobs(offset=(page - 1) * pages.BLOBS_PER_PAGE, limit=pages.BLOBS_PER_PAGE)
     return app.render(
         "blobs.html",
@@ -265,7 +286,7 @@ def blobs_page(app: Inspector, request: Request) -> Response:
         page=page,
         count=count,
         size=size,
-        pages=max(1, -(-count // pages.BLOBS_PER_PAGE)),
+        pages=last,
     )
 
 
