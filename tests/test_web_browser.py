@@ -355,7 +355,7 @@ def test_forgeries_render_inert(page: Any, served: Served) -> None:
 
 
 def test_a_request_that_does_not_rebuild_is_shown_clearly(page: Any, served: Served) -> None:
-    page.goto(served.link("/timeline", s=TAMPERED))
+    page.goto(served.link("/breaks", s=TAMPERED))  # the page that rebuilds every request
     assert "Steps 3 do not rebuild" in page.locator("#mismatch").inner_text()
     page.goto(served.link("/request", s=TAMPERED, step=3))
     assert "does not rebuild to what was logged" in page.locator("#sha-mismatch").inner_text()

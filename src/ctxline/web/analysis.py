@@ -182,9 +182,10 @@ def _rebilled(before: Sequence[Part], after: Sequence[Part]) -> int:
     return total
 
 
-def compare(prev: Rebuilt, cur: Rebuilt, events: Sequence[StoredEvent]) -> Diff:
-    """The difference of ``cur`` from ``prev`` (both rebuilt with parts, ``events`` the timeline's)."""
-    between = events[prev.header_seq : cur.header_seq - 1]
+def compare(prev: Rebuilt, cur: Rebuilt, events: Sequence[StoredEvent], *, base: int = 0) -> Diff:
+    """The difference of ``cur`` from ``prev`` (both rebuilt with parts); ``events`` the
+    timeline's from seq ``base + 1`` on (``base=prev.header_seq``: only those between)."""
+    between = events[prev.header_seq - base : cur.header_seq - 1 - base]
     first_byte = common_prefix(prev.body, cur.body)
     at = _locate_byte(cur.parts, first_byte)
     index, section, old = -1, "", None

@@ -35,7 +35,7 @@ from starlette.staticfiles import StaticFiles
 
 from ctxline.errors import BlobError, CtxlineError, UnknownSession, UnknownTimeline
 from ctxline.pricing import format_usd
-from ctxline.record.events import Guide, StoredEvent
+from ctxline.record.events import StoredEvent
 from ctxline.record.store.base import MAIN
 from ctxline.web import pages
 from ctxline.web.analysis import RunStep, analyze_run
@@ -182,35 +182,23 @@ def sessions_page(app: Inspector, request: Request) -> Response:
 
 def timeline_page(app: Inspector, request: Request) -> Response:
     session, timeline = _param(request, "s"), request.query_params.get("t") or MAIN
-    events = app.events(session, timeline)
-    run = app.run(session, timeline, events)
     kind = request.query_params.get("kind") or None
     page = _int(request, "page", 1, least=1)
-    ctx = pages.timeline(session, timeline, events, run, app.record.timelines(session), kind, page)
+    ctx = pages.timeline(app.record, session, timeline, kind, page)
     return app.render("timeline.html", title=f"{session} · {timeline}", **ctx)
 
 
 def request_page(app: Inspector, request: Request) -> Response:
     session, timeline = _param(request, "s"), request.query_params.get("t") or MAIN
     step = _int(request, "step")
-    events = app.events(session, timeline)
-    ctx = pages.request(
-        session,
-        timeline,
-        step,
-        events,
-        app.record.timelines(session),
-        app.run(session, timeline, events),
-    )
+    ctx = pages.request(app.record, session, timeline, step, app.record.timelines(session))
     return app.render("request.html", title=f"Step {step} · {session}", **ctx)
 
 
 def body_download(app: Inspector, request: Request) -> Response:
     session, timeline = _param(request, "s"), request.query_params.get("t") or MAIN
     step = _int(request, "step")
-    rebuilt = pages.rebuilt_step(
-        session, timeline, step, app.events(session, timeline), app.record.timelines(session)
-    )
+    rebuilt = pages.rebuilt_step(app.record, session, timeline, step, app.record.timelines(session))
     digest = "sha256:" + hashlib.sha256(rebuilt.body).hexdigest()
     headers = {"X-Ctxline-Sha256": digest, "X-Ctxline-Logged-Sha256": rebuilt.header.sha256}
     name = pages.file_name(session, timeline, step)
@@ -231,15 +219,13 @@ def body_download(app: Inspector, request: Request) -> Response:
 def report_json(app: Inspector, request: Request) -> Response:
     session, timeline = _param(request, "s"), request.query_params.get("t") or MAIN
     step = _int(request, "step")
-    header = pages.header_of(app.events(session, timeline), step)
-    return JSONResponse(header.report)
+    return JSONResponse(pages.locate(app.record, session, timeline, step).header.report)
 
 
 def diff_page(app: Inspector, request: Request) -> Response:
     session, timeline = _param(request, "s"), request.query_params.get("t") or MAIN
     step = _int(request, "step")
-    events = app.events(session, timeline)
-    ctx = pages.diff(session, timeline, step, events, app.record.timelines(session))
+    ctx = pages.diff(app.record, session, timeline, step, app.record.timelines(session))
     return app.render("diff.html", title=f"Step {step} vs {step - 1} · {session}", **ctx)
 
 
@@ -253,17 +239,19 @@ def breaks_page(app: Inspector, request: Request) -> Response:
 def event_page(app: Inspector, request: Request) -> Response:
     session, timeline = _param(request, "s"), request.query_params.get("t") or MAIN
     seq = _int(request, "seq")
-    events = app.events(session, timeline)
-    if not 1 <= seq <= len(events):
-        raise HTTPException(404, f"no event {seq} in {session}/{timeline} (it has {len(events)})")
-    ctx = pages.event(session, timeline, events[seq - 1], events)
+    head = next((t.head for t in app.record.timelines(session) if t.name == timeline), None)
+    if head is None:
+        raise UnknownTimeline(session, timeline)
+    found = app.record.read(session, timeline, after_seq=seq - 1, limit=1) if seq else []
+    if not found or found[0].seq != seq:
+        raise HTTPException(404, f"no event {seq} in {session}/{timeline} (it has {head})")
+    ctx = pages.event(session, timeline, found[0], head)
     return app.render("event.html", title=f"Event {seq} · {session}", **ctx)
 
 
 def guides_page(app: Inspector, request: Request) -> Response:
     session, timeline = _param(request, "s"), request.query_params.get("t") or MAIN
-    events = app.events(session, timeline)
-    guides = [ev for ev in events if isinstance(ev.event, Guide)]
+    guides = app.record.read(session, timeline, kind="guide")
     return app.render(
         "guides.html",
         title=f"Guide versions · {session}",

@@ -158,8 +158,19 @@ class ReadOnlyRecord:
 
         return self.run(go)
 
-    def read(self, session: str, timeline: str = MAIN) -> list[StoredEvent]:
-        """Every visible event of a timeline (a fork: its parent's up to the fork point)."""
+    def read(
+        self,
+        session: str,
+        timeline: str = MAIN,
+        *,
+        after_seq: int = 0,
+        limit: int | None = None,
+        kind: str | None = None,
+        offset: int = 0,
+    ) -> list[StoredEvent]:
+        """The visible events of a timeline (a fork: its parent's up to the fork point)
+        after ``after_seq``; with ``kind``, only those of that kind, skipping the first
+        ``offset`` of them; at most ``limit`` (a page costs what it shows)."""
 
         def go(q: Run) -> list[StoredEvent]:
             rows = {
@@ -181,11 +192,29 @@ class ReadOnlyRecord:
                 chain.append((name, int(row[2] or 0), upto))
                 name, upto = row[1], min(upto, int(row[2] or 0))  # never above a nearer fork
             out: list[StoredEvent] = []
+            skip = offset
             for name, base, top in reversed(chain):
+                lo = max(base, after_seq)
+                want = 1 << 62 if limit is None else limit - len(out)
+                if lo >= top or want == 0:
+                    continue
+                where = "" if kind is None else " AND kind = ?"
+                if skip:
+                    skipped = q(
+                        "SELECT count(*) FROM events WHERE session = ? AND timeline = ?"
+                        f" AND seq > ? AND seq <= ?{where}",
+                        (session, name, lo, top, *(() if kind is None else (kind,))),
+                    ).fetchone()
+                    here = min(skip, int(skipped[0]))
+                    skip -= here
+                    if skip:
+                        continue
+                else:
+                    here = 0
                 for r in q(
                     "SELECT seq, id, at, body FROM events WHERE session = ? AND timeline = ?"
-                    " AND seq > ? AND seq <= ? ORDER BY seq",
-                    (session, name, base, top),
+                    f" AND seq > ? AND seq <= ?{where} ORDER BY seq LIMIT ? OFFSET ?",
+                    (session, name, lo, top, *(() if kind is None else (kind,)), want, here),
                 ).fetchall():
                     try:
                         event = event_from_json(json.loads(r[3]))
@@ -197,6 +226,44 @@ class ReadOnlyRecord:
             return out
 
         return self.run(go)
+
+    def kind_counts(self, session: str, timeline: str = MAIN) -> dict[str, int]:
+        """Visible events of a timeline by kind, counted by the database (no row is read)."""
+
+        def go(q: Run) -> dict[str, int]:
+            counts: dict[str, int] = {}
+            for name, base, top in self._chain(q, session, timeline):
+                for kind, n in q(
+                    "SELECT kind, count(*) FROM events WHERE session = ? AND timeline = ?"
+                    " AND seq > ? AND seq <= ? GROUP BY kind",
+                    (session, name, base, top),
+                ).fetchall():
+                    counts[str(kind)] = counts.get(str(kind), 0) + int(n)
+            return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+        return self.run(go)
+
+    @staticmethod
+    def _chain(q: Run, session: str, timeline: str) -> list[tuple[str, int, int]]:
+        rows = {
+            r[0]: r
+            for r in q(
+                "SELECT name, parent, fork_seq, head FROM timelines WHERE session = ?",
+                (session,),
+            ).fetchall()
+        }
+        if not rows:
+            raise UnknownSession(session)
+        if timeline not in rows:
+            raise UnknownTimeline(session, timeline)
+        chain: list[tuple[str, int, int]] = []
+        name: str | None = timeline
+        upto = int(rows[timeline][3])
+        while name is not None:
+            row = rows[name]
+            chain.append((name, int(row[2] or 0), upto))
+            name, upto = row[1], min(upto, int(row[2] or 0))
+        return list(reversed(chain))
 
     def blob_count(self) -> tuple[int, int]:
         """(blobs, bytes in all)."""
