@@ -19,6 +19,7 @@ from starlette.exceptions import HTTPException
 from ctxline.errors import UnknownTimeline
 from ctxline.pricing import format_usd
 from ctxline.record.events import RequestHeader, StoredEvent
+from ctxline.record.parse import KNOWN_KINDS
 from ctxline.record.store.base import TimelineInfo
 from ctxline.web.analysis import CAUSES, RunStep, compare
 from ctxline.web.charts import (
@@ -255,16 +256,20 @@ def timeline(
     info = next((t for t in timelines if t.name == timeline), None)
     if info is None:
         raise UnknownTimeline(session, timeline)
-    kinds = record.kind_counts(session, timeline)
-    total = sum(kinds.values())
-    shown_count = kinds.get(kind, 0) if kind is not None else total
-    pages = max(1, -(-shown_count // EVENTS_PER_PAGE))
-    page = min(max(page, 1), pages)
+    total = info.head  # a timeline is gap-free from seq 1
     skip = (page - 1) * EVENTS_PER_PAGE
+    shown_count: int | None
     if kind is None:
+        shown_count = total
+        pages = max(1, -(-total // EVENTS_PER_PAGE))
+        page = min(page, pages)
+        skip = (page - 1) * EVENTS_PER_PAGE
         shown = record.read(session, timeline, after_seq=skip, limit=EVENTS_PER_PAGE)
-    else:
-        shown = record.read(session, timeline, kind=kind, offset=skip, limit=EVENTS_PER_PAGE)
+    else:  # counting one kind would read the whole timeline: page on without a total
+        shown = record.read(session, timeline, kind=kind, offset=skip, limit=EVENTS_PER_PAGE + 1)
+        shown_count = None
+        pages = page + 1 if len(shown) > EVENTS_PER_PAGE else page
+        shown = shown[:EVENTS_PER_PAGE]
     rows = []
     for ev in shown:
         link = (
@@ -283,11 +288,12 @@ def timeline(
         )
     run = header_steps(shown) if kind is None else []
     first = record.read(session, timeline, kind="request", limit=1)
+    last = record.last(session, timeline, "request")
     return {
         "session": session,
         "timeline": timeline,
         "timelines": timelines,
-        "kinds": kinds,
+        "kinds": KNOWN_KINDS,
         "kind": kind,
         "rows": rows,
         "page": page,
@@ -296,7 +302,7 @@ def timeline(
         "events": total,
         "chart": _header_chart(session, timeline, run),
         "legend": legend(SECTION_COLORS, BUDGET_LINES),
-        "steps": kinds.get("request", 0),
+        "steps": _step(last) if last is not None else 0,
         "page_steps": len(run),
         "breaks": sum(1 for r in run if r.broke),
         "first_step": _step(first[0]) if first else None,

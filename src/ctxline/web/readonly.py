@@ -227,6 +227,25 @@ class ReadOnlyRecord:
 
         return self.run(go)
 
+    def last(self, session: str, timeline: str, kind: str) -> StoredEvent | None:
+        """The last visible event of ``kind`` (read from the end: a few rows, not the run)."""
+
+        def go(q: Run) -> int | None:
+            for name, base, top in reversed(self._chain(q, session, timeline)):
+                row = q(
+                    "SELECT seq FROM events WHERE session = ? AND timeline = ?"
+                    " AND seq > ? AND seq <= ? AND kind = ? ORDER BY seq DESC LIMIT 1",
+                    (session, name, base, top, kind),
+                ).fetchone()
+                if row is not None:
+                    return int(row[0])
+            return None
+
+        seq = self.run(go)
+        if seq is None:
+            return None
+        return self.read(session, timeline, after_seq=seq - 1, limit=1)[0]
+
     def kind_counts(self, session: str, timeline: str = MAIN) -> dict[str, int]:
         """Visible events of a timeline by kind, counted by the database (no row is read)."""
 
