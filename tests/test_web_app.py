@@ -14,7 +14,7 @@ import pytest
 
 from ctxline.record.store import SQLiteStore
 from ctxline.web.app import CSP, create_app
-from ctxline.web.readonly import open_readonly
+from ctxline.web.record import open_record
 from ctxline.web.server import RunningServer, serve_in_thread
 from web_support import FORGED, TAMPERED, build_record, sqlite_fingerprint
 
@@ -25,7 +25,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RunningSe
     store = SQLiteStore(path)
     build_record(store)
     store.close()
-    with serve_in_thread(create_app(open_readonly(str(path)))) as running:
+    with serve_in_thread(create_app(open_record(str(path)))) as running:
         yield running, path
 
 
@@ -134,7 +134,8 @@ def test_report_json_is_the_logged_report(server: tuple[RunningServer, Path]) ->
     report = json.loads(body)
     assert report["step"] == 2
     assert set(report["tokens"]) == {"tools", "system", "history", "tail", "total"}
-    assert sqlite_fingerprint(path)["side_files"] == []
+    after = sqlite_fingerprint(path)
+    assert (after["side_files"], after["wal_bytes"]) == ([], 0)
 
 
 ABSURD = [

@@ -28,7 +28,7 @@ from ctxline.record.store import SQLiteStore, Store
 from ctxline.web.analysis import RunStep, analyze_run
 from ctxline.web.app import create_app
 from ctxline.web.data import branch_marks
-from ctxline.web.readonly import ReadOnlyRecord, open_readonly
+from ctxline.web.record import InspectorRecord, open_record
 from ctxline.web.server import RunningServer, serve_in_thread
 from web_support import (
     FORGED,
@@ -45,7 +45,7 @@ MINI = "mini-swe-agent/psf__requests-2317"
 TAU = "tau-bench/airline/1-0"
 
 
-def _headers(record: ReadOnlyRecord, session: str) -> list[RequestHeader]:
+def _headers(record: InspectorRecord, session: str) -> list[RequestHeader]:
     return [e.event for e in record.read(session) if isinstance(e.event, RequestHeader)]
 
 
@@ -55,7 +55,7 @@ def _broke(header: RequestHeader) -> bool:
     return isinstance(first, dict) and first["section"] != "tail"
 
 
-def _after_compaction(record: ReadOnlyRecord, session: str) -> int:
+def _after_compaction(record: InspectorRecord, session: str) -> int:
     """A logged step that compacted and left the guide as it was (the first compaction also
     adds the compaction's kinds to the guide, so its first difference is the guide)."""
     compacted = guided = False
@@ -70,7 +70,7 @@ def _after_compaction(record: ReadOnlyRecord, session: str) -> int:
     raise AssertionError(f"{session} has no second compaction: the fixture does not reduce enough")
 
 
-def _breaks(record: ReadOnlyRecord, session: str) -> list[RunStep]:
+def _breaks(record: InspectorRecord, session: str) -> list[RunStep]:
     events = record.read(session)
     marks = branch_marks(record.timelines(session), "main")
     return [s for s in analyze_run(events, marks) if s.diff is not None and s.diff.broke]
@@ -81,7 +81,7 @@ class Served:
     backend: str
     url: str
     db: str
-    record: ReadOnlyRecord
+    record: InspectorRecord
     built: Built
     before: Any
     server: RunningServer
@@ -118,7 +118,7 @@ def served(
     built = build_record(store)
     store.close()
     before = sqlite_fingerprint(Path(db)) if backend == "sqlite" else pg_fingerprint(db)
-    record = open_readonly(db)
+    record = open_record(db)
     server = serve_in_thread(create_app(record))
     yield Served(backend, server.url, db, record, built, before, server)
     server.stop()

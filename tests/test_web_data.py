@@ -22,21 +22,21 @@ from ctxline.tags import escape
 from ctxline.web.analysis import CAUSES, analyze_run, common_prefix
 from ctxline.web.data import branch_marks, json_spans, rebuild_steps
 from ctxline.web.headers import is_break
-from ctxline.web.readonly import ReadOnlyRecord, open_readonly
+from ctxline.web.record import InspectorRecord, open_record
 from ctxline.web.views import segments, summarize
-from web_support import FORGED, TAMPERED, Built, build_record
+from web_support import FORGED, TAMPERED, Built, build_record, sqlite_fingerprint
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[ReadOnlyRecord, Built]:
+def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[InspectorRecord, Built]:
     path = tmp_path_factory.mktemp("data") / "record.db"
     store = SQLiteStore(path)
     info = build_record(store)
     store.close()
-    return open_readonly(str(path)), info
+    return open_record(str(path)), info
 
 
-def timelines(record: ReadOnlyRecord, info: Built) -> list[tuple[str, str, list[StoredEvent]]]:
+def timelines(record: InspectorRecord, info: Built) -> list[tuple[str, str, list[StoredEvent]]]:
     return [
         (sid, t.name, record.read(sid, t.name))
         for sid in info.sessions
@@ -44,7 +44,7 @@ def timelines(record: ReadOnlyRecord, info: Built) -> list[tuple[str, str, list[
     ]
 
 
-def test_every_step_rebuilds_and_its_parts_add_up(built: tuple[ReadOnlyRecord, Built]) -> None:
+def test_every_step_rebuilds_and_its_parts_add_up(built: tuple[InspectorRecord, Built]) -> None:
     record, info = built
     steps = 0
     for sid, name, events in timelines(record, info):
@@ -83,7 +83,7 @@ def test_every_step_rebuilds_and_its_parts_add_up(built: tuple[ReadOnlyRecord, B
     assert steps > 60
 
 
-def test_diffs_agree_with_the_logged_prefix_report(built: tuple[ReadOnlyRecord, Built]) -> None:
+def test_diffs_agree_with_the_logged_prefix_report(built: tuple[InspectorRecord, Built]) -> None:
     record, info = built
     compared = breaks = 0
     for sid, name, events in timelines(record, info):
@@ -133,7 +133,7 @@ def test_diffs_agree_with_the_logged_prefix_report(built: tuple[ReadOnlyRecord, 
     assert breaks > 5  # compactions and guide changes (replaced tails are not breaks)
 
 
-def test_causes_point_at_the_events_that_caused_them(built: tuple[ReadOnlyRecord, Built]) -> None:
+def test_causes_point_at_the_events_that_caused_them(built: tuple[InspectorRecord, Built]) -> None:
     record, info = built
     seen: dict[str, int] = {}
     for sid, name, events in timelines(record, info):
@@ -185,7 +185,7 @@ def test_forgeries_stay_text_and_real_blocks_are_found() -> None:
     assert [s.text for s in mention if s.markup] == ["<ctx-state>"]
 
 
-def test_every_kind_has_a_summary(built: tuple[ReadOnlyRecord, Built]) -> None:
+def test_every_kind_has_a_summary(built: tuple[InspectorRecord, Built]) -> None:
     record, info = built
     kinds = set()
     for _, _, events in timelines(record, info):
@@ -247,10 +247,16 @@ def test_common_prefix(a: bytes, b: bytes, head: bytes) -> None:
     assert n == min(len(x), len(y)) or x[n] != y[n]
 
 
-def test_reading_left_nothing_beside_the_database(built: tuple[ReadOnlyRecord, Built]) -> None:
+def test_reading_left_nothing_beside_the_database(built: tuple[InspectorRecord, Built]) -> None:
     record, _ = built
     path = Path(record.describe)
-    assert sorted(p.name for p in path.parent.iterdir()) == [path.name]
+    # SQLite's read-only connections keep an empty -wal and the -shm index beside a WAL
+    # database; nothing else, and nothing in the -wal
+    assert sorted(p.name for p in path.parent.iterdir()) in (
+        [path.name],
+        [path.name, f"{path.name}-shm", f"{path.name}-wal"],
+    )
+    assert sqlite_fingerprint(path)["wal_bytes"] == 0
 
 
 def test_a_runner_step_that_only_replaced_its_status_tail_is_no_cache_break(
@@ -278,7 +284,7 @@ def test_a_runner_step_that_only_replaced_its_status_tail_is_no_cache_break(
     store = SQLiteStore(path)
     Agent(script, [count], store=store, session="run").run("Count the files in each folder.")
     store.close()
-    record = open_readonly(str(path))
+    record = open_record(str(path))
     events = record.read("run")
     headers = [e.event for e in events if isinstance(e.event, RequestHeader)]
     assert len(headers) == turns + 1

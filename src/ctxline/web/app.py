@@ -1,6 +1,6 @@
 """``ctxline serve``'s web app: what the model saw at every step, what changed, what it cost.
 
-A Starlette app over a :class:`~ctxline.web.readonly.ReadOnlyRecord`: it only reads
+A Starlette app over a :class:`~ctxline.web.record.InspectorRecord`: it only reads
 (GET and HEAD; the record is opened read-only), renders Jinja2 templates with
 autoescaping on for every value, sends a strict Content-Security-Policy (scripts and
 styles from its own ``/static`` only, which ships inside the package: no CDN, no build
@@ -8,7 +8,7 @@ step) and refuses a ``Host`` it does not serve, so a web page elsewhere cannot r
 record through DNS rebinding. Sessions, timelines and steps travel as query
 parameters (session ids hold slashes).
 
-    app = create_app(open_readonly("ctxline.db"))
+    app = create_app(open_record("ctxline.db"))
     uvicorn.run(app, host="127.0.0.1", port=8765)
 """
 
@@ -40,7 +40,7 @@ from ctxline.record.store.base import MAIN
 from ctxline.web import pages
 from ctxline.web.analysis import RunStep, analyze_run
 from ctxline.web.data import branch_marks
-from ctxline.web.readonly import ReadOnlyRecord
+from ctxline.web.record import InspectorRecord
 
 __all__ = ["CSP", "Inspector", "create_app", "url"]
 
@@ -60,7 +60,7 @@ def url(path: str, **params: object) -> str:
 class Inspector:
     """The record, the templates and a small cache of analysed runs (keyed by head)."""
 
-    def __init__(self, record: ReadOnlyRecord, *, cache_size: int = 8) -> None:
+    def __init__(self, record: InspectorRecord, *, cache_size: int = 8) -> None:
         self.record = record
         folder = Path(str(resources.files("ctxline.web").joinpath("templates")))
         self.env = Environment(
@@ -304,7 +304,7 @@ async def security_headers(
     return response
 
 
-def create_app(record: ReadOnlyRecord, *, host: str = "127.0.0.1") -> Starlette:
+def create_app(record: InspectorRecord, *, host: str = "127.0.0.1") -> Starlette:
     """The inspector over ``record``; ``host`` is where it is served (for the Host check)."""
     from starlette.middleware.base import BaseHTTPMiddleware
 

@@ -35,7 +35,7 @@ from ctxline.web.charts import (
 )
 from ctxline.web.data import SECTIONS, Rebuilt, branch_marks, rebuild_one
 from ctxline.web.headers import HeaderStep, header_steps
-from ctxline.web.readonly import ReadOnlyRecord, SessionRow
+from ctxline.web.record import InspectorRecord, SessionRow
 from ctxline.web.views import (
     blob_row,
     blob_text,
@@ -70,7 +70,7 @@ BLOBS_PER_PAGE = 50
 BYTES_AROUND = 160
 """Bytes of each body shown on either side of the first difference."""
 
-Reader = ReadOnlyRecord
+Reader = InspectorRecord
 
 
 def _url(path: str, **params: object) -> str:
