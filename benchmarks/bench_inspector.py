@@ -42,7 +42,7 @@ from ctxline import (
 )
 from ctxline.record.store import SQLiteStore
 from ctxline.web.app import create_app
-from ctxline.web.readonly import open_readonly
+from ctxline.web.record import open_record
 from ctxline.web.server import serve_in_thread
 
 SESSION = "bench/long-run"
@@ -90,7 +90,7 @@ def fetch(url: str) -> tuple[float, int, int]:
 
 def measure(path: Path, steps: int, repeat: int) -> dict[str, object]:
     s = quote(SESSION, safe="")
-    record = open_readonly(str(path))
+    record = open_record(str(path))
     head = record.timelines(SESSION)[0].head
     last_page = -(-head // 200)
     pages = {
