@@ -145,7 +145,7 @@ def rebuild_located(
     for ev in stored:
         assert isinstance(ev.event, RequestHeader)
         upto = max(upto, ev.event.upto_seq)
-    events = record.read(session, timeline, limit=upto)
+    events = record.prefix(session, timeline, upto)
     marks = branch_marks(timelines, timeline)
     return [rebuild_one(ev, events, marks) for ev in stored]
 

@@ -90,6 +90,7 @@ class InspectorRecord:
         self._local = threading.local()
         self._opened: list[Store] = []
         self._lock = threading.Lock()
+        self._prefix: tuple[tuple[str, str], list[StoredEvent]] | None = None
         self.describe = describe
         """The database, as the page header shows it (a password is never included)."""
         self.store  # noqa: B018 (open it now: a bad URL fails here, not on the first page)
@@ -150,6 +151,24 @@ class InspectorRecord:
             self._one(session, timeline, seq)
             for seq in self._seqs(session, timeline, kind, after_seq, offset, limit)
         ]
+
+    def prefix(self, session: str, timeline: str, upto: int) -> list[StoredEvent]:
+        """The first ``upto`` visible events, kept for the next step page of this timeline.
+
+        A timeline only grows at its end, so a prefix once read (and checked) stays
+        true: walking a long run step by step reads each event once, not once a page.
+        One timeline is kept.
+        """
+        key = (session, timeline)
+        with self._lock:
+            have = self._prefix[1] if self._prefix is not None and self._prefix[0] == key else []
+        if len(have) >= upto:
+            return have[:upto]
+        more = self.read(session, timeline, after_seq=len(have), limit=upto - len(have))
+        events = have + more
+        with self._lock:
+            self._prefix = (key, events)
+        return events
 
     def _seqs(
         self,
