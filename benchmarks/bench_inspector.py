@@ -13,7 +13,8 @@ fetch), and every long-session figure is also given as a ratio to the short one'
 
 Pages: the session page (first and last page of events), the step page of the first,
 middle and last step (each rebuilds its request and the one before it, cold), the diff
-of the last step, and one event. Building the 20,000-step session takes about 3 minutes
+of the last step, one event, and the first and last page of cache breaks (200 requests
+a page; the candidates among them rebuilt). Building the 20,000-step session takes about 3 minutes
 on 2 cores (it is kept in ``--dir`` and reused when the file is there: pass ``--fresh``
 to rebuild it); the fetches take well under a minute more.
 """
@@ -101,6 +102,8 @@ def measure(path: Path, steps: int, repeat: int) -> dict[str, object]:
         "last step": f"/request?s={s}&step={steps}",
         "diff of the last step": f"/diff?s={s}&step={steps}",
         "last event": f"/event?s={s}&seq={head}",
+        "breaks page 1": f"/breaks?s={s}",
+        "breaks last page": f"/breaks?s={s}&page={-(-steps // 200)}",
     }
     out: dict[str, object] = {"steps": steps, "events": head, "db_bytes": path.stat().st_size}
     with serve_in_thread(create_app(record)) as running:

@@ -301,3 +301,25 @@ def test_a_runner_step_that_only_replaced_its_status_tail_is_no_cache_break(
     assert (page["page_steps"], page["breaks"]) == (turns + 1, 0)
     assert "mark-break" not in page["chart"]
     assert pages.breaks("run", "main", run)["rows"] == []
+
+
+def test_the_breaks_page_rebuilds_only_candidates_and_finds_every_break(
+    built: tuple[InspectorRecord, Built],
+) -> None:
+    """The page rebuilds the requests the headers flag; it must find what a full rebuild finds."""
+    from ctxline.web import pages
+
+    record, info = built
+    found = 0
+    for sid, name, events in timelines(record, info):
+        marks = branch_marks(record.timelines(sid), name)
+        full = [
+            (s.step, s.diff.cause, s.diff.rebilled_tokens, s.diff.shared_tokens)
+            for s in analyze_run(events, marks)
+            if s.diff is not None and s.diff.broke
+        ]
+        ctx = pages.breaks_page(record, sid, name, record.timelines(sid), 1)
+        shown = [(r["step"], r["cause"], r["rebilled"], r["shared"]) for r in ctx["rows"]]
+        assert shown == full, (sid, name)
+        found += len(full)
+    assert found > 5

@@ -231,8 +231,8 @@ def diff_page(app: Inspector, request: Request) -> Response:
 
 def breaks_page(app: Inspector, request: Request) -> Response:
     session, timeline = _param(request, "s"), request.query_params.get("t") or MAIN
-    events = app.events(session, timeline)
-    ctx = pages.breaks(session, timeline, app.run(session, timeline, events))
+    page = _int(request, "page", 1, least=1)
+    ctx = pages.breaks_page(app.record, session, timeline, app.record.timelines(session), page)
     return app.render("breaks.html", title=f"Cache breaks · {session}", **ctx)
 
 

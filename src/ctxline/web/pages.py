@@ -34,7 +34,7 @@ from ctxline.web.charts import (
     run_chart,
 )
 from ctxline.web.data import SECTIONS, Rebuilt, branch_marks, rebuild_one
-from ctxline.web.headers import HeaderStep, header_steps
+from ctxline.web.headers import HeaderStep, header_step, header_steps
 from ctxline.web.record import InspectorRecord, SessionRow
 from ctxline.web.views import (
     blob_row,
@@ -48,10 +48,12 @@ from ctxline.web.views import (
 __all__ = [
     "BLOBS_PER_PAGE",
     "EVENTS_PER_PAGE",
+    "STEPS_PER_PAGE",
     "Located",
     "blob_row",
     "blob_text",
     "breaks",
+    "breaks_page",
     "diff",
     "event",
     "file_name",
@@ -66,6 +68,7 @@ __all__ = [
 ]
 
 EVENTS_PER_PAGE = 200
+STEPS_PER_PAGE = 200
 BLOBS_PER_PAGE = 50
 BYTES_AROUND = 160
 """Bytes of each body shown on either side of the first difference."""
@@ -445,6 +448,92 @@ def breaks(session: str, timeline: str, run: Sequence[RunStep]) -> dict[str, Any
         "legend": legend(SECTION_COLORS, BUDGET_LINES),
         "causes": CAUSES,
     }
+
+
+def breaks_page(
+    record: Reader,
+    session: str,
+    timeline: str,
+    timelines: Sequence[TimelineInfo],
+    page: int,
+) -> dict[str, Any]:
+    """The cache breaks of one page of :data:`STEPS_PER_PAGE` requests, each priced exactly.
+
+    The headers of the page say which requests may have broken (a first difference
+    that is not the tail, or a comparison with another request than the one logged
+    before: a reduced step, a branch's first); only those and the requests before them
+    are rebuilt (cold) and compared, so a page costs its breaks, not the run.
+    """
+    last = record.last(session, timeline, "request")
+    total = _step(last) if last is not None else 0
+    pages_n = max(1, -(-total // STEPS_PER_PAGE))
+    page = min(max(page, 1), pages_n)
+    skip = (page - 1) * STEPS_PER_PAGE
+    window = record.read(
+        session, timeline, kind="request", offset=max(skip - 1, 0), limit=STEPS_PER_PAGE + 1
+    )
+    before = window[0] if skip and window else None
+    shown = window[1:] if skip else window[:STEPS_PER_PAGE]
+    heads = [header_step(ev) for ev in shown]
+    pairs: list[tuple[StoredEvent, StoredEvent]] = []
+    for i, (cur, h) in enumerate(zip(shown, heads, strict=True)):
+        prev = shown[i - 1] if i else before
+        if prev is not None and (h.broke or h.previous_step != _step(prev)):
+            pairs.append((prev, cur))
+    wanted = sorted({ev.seq: ev for pair in pairs for ev in pair}.values(), key=lambda e: e.seq)
+    built = {
+        rb.header_seq: rb for rb in rebuild_located(record, session, timeline, wanted, timelines)
+    }
+    events = record.prefix(session, timeline, max((c.seq for _, c in pairs), default=0))
+    run: list[RunStep] = []
+    for prev, cur in pairs:
+        a, b = built[prev.seq], built[cur.seq]
+        d = compare(a, b, events) if a.parts and b.parts else None
+        h = header_step(cur)
+        run.append(
+            RunStep(
+                b.step, b.header_seq, dict(b.composition), b.total, h.budget, h.actions, b.error, d
+            )
+        )
+    ctx = breaks(session, timeline, run)
+    exact = {r.step: r.diff for r in run}
+    steps = []
+    for h in heads:
+        d = exact.get(h.step)
+        broke = d is not None and d.broke
+        note = (
+            f"{d.cause}: {d.rebilled_tokens:,} tokens re-billed, {format_usd(d.cost)}"
+            if d and broke
+            else ""
+        )
+        href = (
+            _url("/diff", s=session, t=timeline, step=h.step)
+            if broke
+            else _url("/request", s=session, t=timeline, step=h.step)
+            if h.actions
+            else ""
+        )
+        steps.append(
+            ChartStep(
+                f"step {h.step}",
+                h.composition,
+                {k: float(v) for k, v in h.budget.items()},
+                tuple(str(a.get("action")) for a in h.actions),
+                broke,
+                note,
+                href,
+            )
+        )
+    ctx.update(
+        chart=run_chart(steps, SECTION_COLORS, BUDGET_LINES),
+        steps=total,
+        page=page,
+        pages=pages_n,
+        first_step=heads[0].step if heads else None,
+        last_step=heads[-1].step if heads else None,
+        mismatches=sorted({rb.step for rb in built.values() if rb.error}),
+    )
+    return ctx
 
 
 def event(session: str, timeline: str, stored: StoredEvent, head: int) -> dict[str, Any]:
