@@ -15,8 +15,6 @@ parameters (session ids hold slashes).
 from __future__ import annotations
 
 import hashlib
-import threading
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from importlib import resources
 from pathlib import Path
@@ -35,11 +33,8 @@ from starlette.staticfiles import StaticFiles
 
 from ctxline.errors import BlobError, CtxlineError, UnknownSession, UnknownTimeline
 from ctxline.pricing import format_usd
-from ctxline.record.events import StoredEvent
 from ctxline.record.store.base import MAIN
 from ctxline.web import pages
-from ctxline.web.analysis import RunStep, analyze_run
-from ctxline.web.data import branch_marks
 from ctxline.web.record import InspectorRecord
 
 __all__ = ["CSP", "Inspector", "create_app", "url"]
@@ -58,9 +53,9 @@ def url(path: str, **params: object) -> str:
 
 
 class Inspector:
-    """The record, the templates and a small cache of analysed runs (keyed by head)."""
+    """The record and the templates (each page reads what it shows: nothing is cached here)."""
 
-    def __init__(self, record: InspectorRecord, *, cache_size: int = 8) -> None:
+    def __init__(self, record: InspectorRecord) -> None:
         self.record = record
         folder = Path(str(resources.files("ctxline.web").joinpath("templates")))
         self.env = Environment(
@@ -71,30 +66,9 @@ class Inspector:
         )
         self.env.globals.update(url=url, usd=format_usd, describe=record.describe)
         self.env.filters["n"] = lambda v: f"{int(v):,}" if isinstance(v, int | float) else "—"
-        self._runs: OrderedDict[tuple[str, str, int, str], list[RunStep]] = OrderedDict()
-        self._lock = threading.Lock()
-        self._cache_size = cache_size
 
     def render(self, template: str, status: int = 200, **context: Any) -> HTMLResponse:
         return HTMLResponse(self.env.get_template(template).render(**context), status_code=status)
-
-    def events(self, session: str, timeline: str) -> list[StoredEvent]:
-        return self.record.read(session, timeline)
-
-    def run(self, session: str, timeline: str, events: list[StoredEvent]) -> list[RunStep]:
-        """Every step of the timeline analysed (cached until the timeline grows)."""
-        key = (session, timeline, len(events), events[-1].id if events else "")
-        with self._lock:
-            if key in self._runs:
-                self._runs.move_to_end(key)
-                return self._runs[key]
-        marks = branch_marks(self.record.timelines(session), timeline)
-        steps = list(analyze_run(events, marks))
-        with self._lock:
-            self._runs[key] = steps
-            while len(self._runs) > self._cache_size:
-                self._runs.popitem(last=False)
-        return steps
 
 
 def _param(request: Request, name: str, default: str | None = None) -> str:
