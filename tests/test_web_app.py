@@ -14,7 +14,7 @@ import pytest
 
 from ctxline.record.store import SQLiteStore
 from ctxline.web.app import CSP, create_app
-from ctxline.web.readonly import open_readonly
+from ctxline.web.record import open_record
 from ctxline.web.server import RunningServer, serve_in_thread
 from web_support import FORGED, TAMPERED, build_record, sqlite_fingerprint
 
@@ -25,7 +25,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RunningSe
     store = SQLiteStore(path)
     build_record(store)
     store.close()
-    with serve_in_thread(create_app(open_readonly(str(path)))) as running:
+    with serve_in_thread(create_app(open_record(str(path)))) as running:
         yield running, path
 
 
@@ -134,4 +134,58 @@ def test_report_json_is_the_logged_report(server: tuple[RunningServer, Path]) ->
     report = json.loads(body)
     assert report["step"] == 2
     assert set(report["tokens"]) == {"tools", "system", "history", "tail", "total"}
-    assert sqlite_fingerprint(path)["side_files"] == []
+    after = sqlite_fingerprint(path)
+    assert (after["side_files"], after["wal_bytes"]) == ([], 0)
+
+
+ABSURD = [
+    "100000000000000000000",  # 10^20: past what SQLite can bind
+    "1" + "0" * 400,
+    "10^20",
+    "1e20",
+    "-1",
+    "-100000000000000000000",
+    "0x10",
+    "nan",
+    "NaN",
+    "inf",
+    "-inf",
+    "1.5",
+    " 1",
+    "1_000",
+    "١٢",  # Arabic-Indic digits: int() takes them, the inspector does not
+    "２",  # a fullwidth digit
+    "page",
+    "<script>alert(1)</script>",
+    "%00",
+    "",
+]
+
+
+def test_absurd_numbers_are_a_400_on_every_numbered_route(
+    server: tuple[RunningServer, Path],
+) -> None:
+    running, _ = server
+    s = q(FORGED)
+    routes = [
+        ("/blobs?page=", ""),
+        (f"/timeline?s={s}&page=", ""),
+        (f"/request?s={s}&step=", ""),
+        (f"/request/body?s={s}&step=", ""),
+        (f"/request/report?s={s}&step=", ""),
+        (f"/diff?s={s}&step=", ""),
+        (f"/event?s={s}&seq=", ""),
+    ]
+    for route, _ in routes:
+        for value in ABSURD:
+            status, headers, body = get(running.url + route + q(value))
+            page = body.decode()
+            assert status == 400, (route, value, status)
+            assert headers["content-security-policy"] == CSP
+            assert "parameter" in page, (route, value)
+            assert "<script>alert(1)" not in page
+    # a page number past the end shows the last page; a huge step or seq is simply not there
+    assert get(running.url + "/blobs?page=999999")[0] == 200
+    assert get(running.url + f"/timeline?s={s}&page=999999")[0] == 200
+    assert get(running.url + f"/request?s={s}&step=999999999999")[0] == 404
+    assert get(running.url + f"/event?s={s}&seq=999999999999")[0] == 404

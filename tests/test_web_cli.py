@@ -51,7 +51,8 @@ def test_serve_a_record_in_a_real_process(tmp_path: Path) -> None:
 def test_a_missing_database_is_one_line_and_creates_nothing(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["serve", "--db", str(tmp_path / "typo.db")])
     assert result.exit_code == 2
-    assert "no such database file" in result.output
+    assert "no such database" in result.output
+    assert "nothing was created" in result.output
     assert list(tmp_path.iterdir()) == []
 
 

@@ -112,7 +112,9 @@ def _forged(store: Store) -> None:
     start = datetime(2026, 11, 3, 9, 0, tzinfo=UTC)
     options = PrepareOptions(model="gpt-4.1", context_window=8_000, max_output=1_000)
     ctx = Context(store, FORGED, options=options, clock=FakeClock(start))
-    tools = [{"name": "run", "description": f"run a command {SCRIPT}", "parameters": {"type": "object"}}]
+    tools = [
+        {"name": "run", "description": f"run a command {SCRIPT}", "parameters": {"type": "object"}}
+    ]
     ctx.set_tools(tools)
     ctx.append(
         SystemMessage(f"You are a careful agent. {SCRIPT}"),
@@ -195,9 +197,22 @@ def build_record(store: Store) -> Built:
 
 
 def sqlite_fingerprint(path: Path) -> dict[str, Any]:
-    """The database file's sha256 and the side files beside it."""
-    side = sorted(p.name for p in path.parent.iterdir() if p.name.startswith(path.name + "-"))
-    return {"sha256": hashlib.sha256(path.read_bytes()).hexdigest(), "side_files": side}
+    """The database file's sha256, and what beside it could hold data: the side files other
+    than an empty ``-wal`` and the ``-shm`` index that SQLite's read-only connections open
+    beside a WAL database (the store's read-only mode leaves them; neither holds a byte of
+    the record), with the ``-wal``'s size."""
+    wal = Path(f"{path}-wal")
+    side = sorted(
+        p.name
+        for p in path.parent.iterdir()
+        if p.name.startswith(path.name + "-")
+        and p.name not in (f"{path.name}-wal", f"{path.name}-shm")
+    )
+    return {
+        "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+        "side_files": side,
+        "wal_bytes": wal.stat().st_size if wal.exists() else 0,
+    }
 
 
 def pg_fingerprint(dsn: str) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import click
@@ -19,6 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ctxline import __version__
+from ctxline.cli import stream
 from ctxline.cli.admin import doctor_cmd, search_cmd
 from ctxline.cli.common import CtxlineGroup, db_option, iter_jsonl, one_line_errors
 from ctxline.cli.mcp import mcp_cmd
@@ -43,6 +45,7 @@ from ctxline.record.codec import CANONICAL_VERSION, canonical_json, format_at, s
 from ctxline.record.describe import describe
 from ctxline.record.events import (
     Pending,
+    StoredEvent,
 )
 from ctxline.record.parse import pending_from_json
 from ctxline.record.store import MAIN, Store, open_store
@@ -136,21 +139,25 @@ def export_cmd(session: str, timeline: str, db: str) -> None:
     """Print a timeline as canonical JSONL (a session header line, then one event per line)."""
     with one_line_errors():
         store = _open(db, read_only=True)
-        info = store.session(session)
-        events = store.read(session, timeline)
-        store.close()
-    header = {
-        "kind": "ctxline.session",
-        "session": session,
-        "timeline": timeline,
-        "version": CANONICAL_VERSION,
-        "meta": info.meta,
-    }
-    out = sys.stdout.buffer
-    out.write(canonical_json(header) + b"\n")
-    for ev in events:
-        out.write(canonical_json(stored_to_json(ev)) + b"\n")
-    out.flush()
+        try:
+            info = store.session(session)
+            store.timeline(session, timeline)  # an unknown timeline fails before any output
+            header = {
+                "kind": "ctxline.session",
+                "session": session,
+                "timeline": timeline,
+                "version": CANONICAL_VERSION,
+                "meta": info.meta,
+            }
+            out = sys.stdout.buffer
+            out.write(canonical_json(header) + b"\n")
+            for n, ev in enumerate(stream.events(store, session, timeline), 1):
+                out.write(canonical_json(stored_to_json(ev)) + b"\n")  # written as it is read
+                if n % stream.CHUNK == 0:
+                    out.flush()
+            out.flush()
+        finally:
+            store.close()
 
 
 def _has_session(store: Store, session: str) -> bool:
@@ -222,17 +229,41 @@ KIND_STYLE = {
 @click.option("--timeline", default=MAIN, show_default=True)
 @db_option
 @click.option("--width", default=100, show_default=True, help="Characters of text per event.")
-def show_cmd(session: str, timeline: str, db: str, width: int) -> None:
-    """Print a readable timeline."""
+@click.option(
+    "--since",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Show the events after this seq.",
+)
+@click.option(
+    "--limit", type=click.IntRange(min=1), default=None, help="Show at most this many events."
+)
+def show_cmd(
+    session: str, timeline: str, db: str, width: int, since: int, limit: int | None
+) -> None:
+    """Print a readable timeline (a table; over 500 events, lines printed as they are read)."""
     with one_line_errors():
         store = _open(db, read_only=True)
-        info = store.timeline(session, timeline)
-        events = store.read(session, timeline)
-        store.close()
-    console = Console()
-    title = f"{session} / {timeline}: {len(events)} events"
-    if info.parent is not None:
-        title += f" (forked from {info.parent} at seq {info.fork_seq})"
+        try:
+            info = store.timeline(session, timeline)
+            count = max(0, info.head - since)  # a timeline is gap-free from seq 1
+            count = count if limit is None else min(count, limit)
+            title = f"{session} / {timeline}: {count} events"
+            if since or limit is not None:
+                title += f" after seq {since} (of {info.head})"
+            if info.parent is not None:
+                title += f" (forked from {info.parent} at seq {info.fork_seq})"
+            shown = stream.events(store, session, timeline, after_seq=since, limit=limit)
+            if count <= stream.TABLE_ROWS:
+                _show_table(title, list(shown), width)
+            else:
+                _show_lines(title, shown, width, len(str(info.head)))
+        finally:
+            store.close()
+
+
+def _show_table(title: str, events: list[StoredEvent], width: int) -> None:
     table = Table(title=title, show_lines=False)
     table.add_column("seq", justify="right")
     table.add_column("at")
@@ -245,7 +276,21 @@ def show_cmd(session: str, timeline: str, db: str, width: int) -> None:
             Text(ev.kind, KIND_STYLE.get(ev.kind, "")),
             Text(describe(ev.event, width)),
         )
-    console.print(table)
+    Console().print(table)
+
+
+def _show_lines(title: str, events: Iterator[StoredEvent], width: int, digits: int) -> None:
+    """One line per event, written as the chunks are read (no layout of the whole)."""
+    out = sys.stdout
+    out.write(stream.plain(title) + "\n")
+    out.write(f"{'seq':>{digits}}  {'at':<19}  {'kind':<17}  text\n")
+    for n, ev in enumerate(events, 1):
+        at = format_at(ev.at)[:19].replace("T", " ")
+        text = stream.plain(describe(ev.event, width))
+        out.write(f"{ev.seq:>{digits}}  {at:<19}  {ev.kind:<17}  {text}\n")
+        if n % stream.CHUNK == 0:
+            out.flush()
+    out.flush()
 
 
 @main.command("fork")

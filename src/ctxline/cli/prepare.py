@@ -7,13 +7,17 @@ ctxline request --session tau-bench/airline/0-0 --step 1 > body.json
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
+from collections.abc import Iterator
+from typing import Any
 
 import click
 from rich.console import Console
 from rich.table import Table
 
+from ctxline.cli import stream
 from ctxline.cli.common import (
     db_option,
     model_options,
@@ -25,7 +29,7 @@ from ctxline.cli.common import (
 from ctxline.context import Context
 from ctxline.errors import ValidationError
 from ctxline.record.codec import canonical_json, parse_at
-from ctxline.record.events import RequestHeader
+from ctxline.record.events import RequestHeader, StoredEvent
 from ctxline.record.store import MAIN, open_store
 from ctxline.sources.statusbar import parse_status_mode
 
@@ -113,42 +117,98 @@ def prepare_cmd(
 @click.option("--timeline", default=MAIN, show_default=True)
 @db_option
 @click.option("--json", "as_json", is_flag=True)
-def requests_cmd(session: str, timeline: str, db: str, as_json: bool) -> None:
-    """List the logged requests of a timeline: step, seq, sha256 and tokens."""
+@click.option(
+    "--since",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="List the requests after this step.",
+)
+@click.option(
+    "--limit", type=click.IntRange(min=1), default=None, help="List at most this many requests."
+)
+def requests_cmd(
+    session: str, timeline: str, db: str, as_json: bool, since: int, limit: int | None
+) -> None:
+    """List the logged requests of a timeline: step, seq, sha256 and tokens.
+
+    Up to 500 print as a table; more are listed line by line as they are read.
+    """
     with one_line_errors():
         store = open_store(db, read_only=True)
-        store.timeline(session, timeline)
-        headers = [
-            ev.event for ev in store.read(session, timeline) if isinstance(ev.event, RequestHeader)
-        ]
-        store.close()
-    rows = []
-    for h in headers:
+        try:
+            store.timeline(session, timeline)
+            rows = _request_rows(stream.events(store, session, timeline), since, limit)
+            if as_json:  # the bytes of json.dumps(list), written as the rows are read
+                out = sys.stdout
+                out.write("[")
+                for n, row in enumerate(rows):
+                    out.write((", " if n else "") + json.dumps(row))
+                out.write("]\n")
+                out.flush()
+                return
+            first: list[dict[str, Any]] = []
+            for row in rows:
+                first.append(row)
+                if len(first) > stream.TABLE_ROWS:
+                    _request_lines(itertools.chain(first, rows))
+                    return
+            _request_table(first)
+        finally:
+            store.close()
+
+
+def _request_rows(
+    events: Iterator[StoredEvent], since: int, limit: int | None
+) -> Iterator[dict[str, Any]]:
+    n = 0
+    for ev in events:
+        h = ev.event
+        if not isinstance(h, RequestHeader) or h.step <= since:
+            continue
         tokens = h.report.get("tokens")
-        total = tokens.get("total") if isinstance(tokens, dict) else None
-        provider = h.options.get("provider")
-        rows.append(
-            {
-                "step": h.step,
-                "upto_seq": h.upto_seq,
-                "sha256": h.sha256,
-                "tokens": total,
-                "provider": provider,
-            }
-        )
-    if as_json:
-        click.echo(json.dumps(rows))
-        return
+        yield {
+            "step": h.step,
+            "upto_seq": h.upto_seq,
+            "sha256": h.sha256,
+            "tokens": tokens.get("total") if isinstance(tokens, dict) else None,
+            "provider": h.options.get("provider"),
+        }
+        n += 1
+        if limit is not None and n >= limit:
+            return
+
+
+def _tokens(value: object) -> str:
+    return f"{value:,}" if isinstance(value, int) else str(value)
+
+
+def _request_table(rows: list[dict[str, Any]]) -> None:
     table = Table("step", "upto seq", "provider", "tokens", "sha256")
     for r in rows:
         table.add_row(
             str(r["step"]),
             str(r["upto_seq"]),
             str(r["provider"]),
-            f"{r['tokens']:,}",
+            _tokens(r["tokens"]),
             str(r["sha256"]),
         )
     Console().print(table)
+
+
+def _request_lines(rows: Iterator[dict[str, Any]]) -> None:
+    """One line per request, written as the record is read (no layout of the whole)."""
+    out = sys.stdout
+    out.write(f"{'step':>7}  {'upto seq':>9}  {'provider':<9}  {'tokens':>9}  sha256\n")
+    for n, r in enumerate(rows, 1):
+        provider = stream.plain(str(r["provider"]))
+        out.write(
+            f"{r['step']:>7}  {r['upto_seq']:>9}  {provider:<9}  {_tokens(r['tokens']):>9}"
+            f"  {stream.plain(str(r['sha256']))}\n"
+        )
+        if n % stream.CHUNK == 0:
+            out.flush()
+    out.flush()
 
 
 @click.command("request")

@@ -41,11 +41,11 @@ def serve_cmd(db: str, host: str, port: int) -> None:
     import uvicorn
 
     from ctxline.web.app import create_app
-    from ctxline.web.readonly import open_readonly
+    from ctxline.web.record import open_record
     from ctxline.web.server import bind
 
     with one_line_errors():
-        record = open_readonly(db)
+        record = open_record(db)
         try:
             sock = bind(host, port)
         except OSError as exc:

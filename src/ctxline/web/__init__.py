@@ -4,9 +4,9 @@ shares with the replay report and ``doctor --cache --html``, and the read-only r
 Needs the ``web`` extra (Starlette, Jinja2, uvicorn) for the app; the charts and the
 replay report need nothing.
 
-    from ctxline.web.readonly import open_readonly
+    from ctxline.web.record import open_record
     from ctxline.web.app import create_app
-    app = create_app(open_readonly("ctxline.db"))
+    app = create_app(open_record("ctxline.db"))
 """
 
 __all__: list[str] = []

@@ -9,6 +9,9 @@ one cause from :data:`CAUSES`, and prices the re-billed tokens with
 :mod:`ctxline.pricing` (at the cache-write price where the request writes Anthropic's
 cache, since those tokens are written again; else at the input price).
 
+A request whose only difference is the previous request's tail (the status bar, time
+and dynamic context, replaced on every step) is no break: nothing cached was lost.
+
 Re-billed tokens are those of the parts after the difference that the previous request
 sent too (and so had cached): a message kept verbatim by a compaction, every history
 message after a changed guide. New content (a summary, the messages since the last
@@ -45,9 +48,10 @@ CAUSES: dict[str, str] = {
     "fold": "duplicate tool results were folded",
     "reorder": "the same messages were sent in another order",
     "history": "a history message changed",
-    "tail": "the tail (status, time, dynamic context) is replaced on every step",
+    "tail": "the tail (status, time, dynamic context) took the place of cached messages",
 }
-"""Every cache break gets one of these causes."""
+"""Every cache break gets one of these causes. A request that differs from the one before
+only in that one's tail (replaced on every step, never cached) is not a break."""
 
 SNIPPET = 1_500
 """Characters of the old and new text shown around a difference."""
@@ -182,9 +186,10 @@ def _rebilled(before: Sequence[Part], after: Sequence[Part]) -> int:
     return total
 
 
-def compare(prev: Rebuilt, cur: Rebuilt, events: Sequence[StoredEvent]) -> Diff:
-    """The difference of ``cur`` from ``prev`` (both rebuilt with parts, ``events`` the timeline's)."""
-    between = events[prev.header_seq : cur.header_seq - 1]
+def compare(prev: Rebuilt, cur: Rebuilt, events: Sequence[StoredEvent], *, base: int = 0) -> Diff:
+    """The difference of ``cur`` from ``prev`` (both rebuilt with parts); ``events`` the
+    timeline's from seq ``base + 1`` on (``base=prev.header_seq``: only those between)."""
+    between = events[prev.header_seq - base : cur.header_seq - 1 - base]
     first_byte = common_prefix(prev.body, cur.body)
     at = _locate_byte(cur.parts, first_byte)
     index, section, old = -1, "", None
@@ -198,15 +203,19 @@ def compare(prev: Rebuilt, cur: Rebuilt, events: Sequence[StoredEvent]) -> Diff:
                 if old_part.section == "tail":
                     section = "tail"
                 break
-    broke = index >= 0
+    # Only the previous request's tail differs (the status bar, time or dynamic context
+    # replaced on every step): what it replaced was never cached, so nothing was lost.
+    tail_only = index == len(prev.parts) - 1 and old is not None and old.section == "tail"
+    broke = index >= 0 and not tail_only
     start = max(index, 0)
     if broke and cur.provider == "anthropic" and section in ("tools", "system", "guide"):
         start = (
             0  # Anthropic caches at its breakpoints (the end of the system text): all or nothing
         )
-    shared = (
-        sum(p.tokens for p in cur.parts[:start]) if broke else sum(p.tokens for p in prev.parts)
-    )
+    if broke or tail_only:
+        shared = sum(p.tokens for p in cur.parts[:start])
+    else:
+        shared = sum(p.tokens for p in prev.parts)
     rebilled = _rebilled(prev.parts[start:], cur.parts[start:]) if broke else 0
     cause, cause_seq = "", 0
     part = cur.parts[index] if broke and index < len(cur.parts) else old

@@ -1,6 +1,6 @@
 """``ctxline serve``'s web app: what the model saw at every step, what changed, what it cost.
 
-A Starlette app over a :class:`~ctxline.web.readonly.ReadOnlyRecord`: it only reads
+A Starlette app over a :class:`~ctxline.web.record.InspectorRecord`: it only reads
 (GET and HEAD; the record is opened read-only), renders Jinja2 templates with
 autoescaping on for every value, sends a strict Content-Security-Policy (scripts and
 styles from its own ``/static`` only, which ships inside the package: no CDN, no build
@@ -8,15 +8,13 @@ step) and refuses a ``Host`` it does not serve, so a web page elsewhere cannot r
 record through DNS rebinding. Sessions, timelines and steps travel as query
 parameters (session ids hold slashes).
 
-    app = create_app(open_readonly("ctxline.db"))
+    app = create_app(open_record("ctxline.db"))
     uvicorn.run(app, host="127.0.0.1", port=8765)
 """
 
 from __future__ import annotations
 
 import hashlib
-import threading
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from importlib import resources
 from pathlib import Path
@@ -35,12 +33,9 @@ from starlette.staticfiles import StaticFiles
 
 from ctxline.errors import BlobError, CtxlineError, UnknownSession, UnknownTimeline
 from ctxline.pricing import format_usd
-from ctxline.record.events import Guide, StoredEvent
 from ctxline.record.store.base import MAIN
 from ctxline.web import pages
-from ctxline.web.analysis import RunStep, analyze_run
-from ctxline.web.data import branch_marks
-from ctxline.web.readonly import ReadOnlyRecord
+from ctxline.web.record import InspectorRecord
 
 __all__ = ["CSP", "Inspector", "create_app", "url"]
 
@@ -58,9 +53,9 @@ def url(path: str, **params: object) -> str:
 
 
 class Inspector:
-    """The record, the templates and a small cache of analysed runs (keyed by head)."""
+    """The record and the templates (each page reads what it shows: nothing is cached here)."""
 
-    def __init__(self, record: ReadOnlyRecord, *, cache_size: int = 8) -> None:
+    def __init__(self, record: InspectorRecord) -> None:
         self.record = record
         folder = Path(str(resources.files("ctxline.web").joinpath("templates")))
         self.env = Environment(
@@ -71,30 +66,9 @@ class Inspector:
         )
         self.env.globals.update(url=url, usd=format_usd, describe=record.describe)
         self.env.filters["n"] = lambda v: f"{int(v):,}" if isinstance(v, int | float) else "—"
-        self._runs: OrderedDict[tuple[str, str, int, str], list[RunStep]] = OrderedDict()
-        self._lock = threading.Lock()
-        self._cache_size = cache_size
 
     def render(self, template: str, status: int = 200, **context: Any) -> HTMLResponse:
         return HTMLResponse(self.env.get_template(template).render(**context), status_code=status)
-
-    def events(self, session: str, timeline: str) -> list[StoredEvent]:
-        return self.record.read(session, timeline)
-
-    def run(self, session: str, timeline: str, events: list[StoredEvent]) -> list[RunStep]:
-        """Every step of the timeline analysed (cached until the timeline grows)."""
-        key = (session, timeline, len(events), events[-1].id if events else "")
-        with self._lock:
-            if key in self._runs:
-                self._runs.move_to_end(key)
-                return self._runs[key]
-        marks = branch_marks(self.record.timelines(session), timeline)
-        steps = list(analyze_run(events, marks))
-        with self._lock:
-            self._runs[key] = steps
-            while len(self._runs) > self._cache_size:
-                self._runs.popitem(last=False)
-        return steps
 
 
 def _param(request: Request, name: str, default: str | None = None) -> str:
@@ -104,14 +78,33 @@ def _param(request: Request, name: str, default: str | None = None) -> str:
     return value
 
 
-def _int(request: Request, name: str, default: int | None = None) -> int:
+MAX_NUMBER = 10**12
+"""The largest number a page, step or seq parameter may be (far above any record's)."""
+
+
+def _int(request: Request, name: str, default: int | None = None, *, least: int = 0) -> int:
+    """A whole-number parameter: ASCII digits only, from ``least`` to :data:`MAX_NUMBER`.
+
+    Anything else (a sign, a fraction, ``nan``, exponent forms, other scripts' digits,
+    a number past the limit) is a 400 naming the parameter, never a 500 from a database
+    that cannot hold the number.
+    """
     raw = request.query_params.get(name)
     if raw is None and default is not None:
         return default
-    try:
-        return int(_param(request, name))
-    except ValueError:
-        raise HTTPException(400, f"the {name!r} parameter must be a whole number") from None
+    text = _param(request, name)
+    if (
+        not (text.isascii() and text.isdigit())
+        or len(text) > 13
+        or not least <= int(text) <= MAX_NUMBER
+    ):
+        shown = text if len(text) <= 40 else text[:40] + "…"
+        raise HTTPException(
+            400,
+            f"the {name!r} parameter must be a whole number from {least} to {MAX_NUMBER:,}"
+            f" (got {shown!r})",
+        )
+    return int(text)
 
 
 Handler = Callable[[Inspector, Request], Response]
@@ -163,35 +156,23 @@ def sessions_page(app: Inspector, request: Request) -> Response:
 
 def timeline_page(app: Inspector, request: Request) -> Response:
     session, timeline = _param(request, "s"), request.query_params.get("t") or MAIN
-    events = app.events(session, timeline)
-    run = app.run(session, timeline, events)
     kind = request.query_params.get("kind") or None
-    page = _int(request, "page", 1)
-    ctx = pages.timeline(session, timeline, events, run, app.record.timelines(session), kind, page)
+    page = _int(request, "page", 1, least=1)
+    ctx = pages.timeline(app.record, session, timeline, kind, page)
     return app.render("timeline.html", title=f"{session} · {timeline}", **ctx)
 
 
 def request_page(app: Inspector, request: Request) -> Response:
     session, timeline = _param(request, "s"), request.query_params.get("t") or MAIN
     step = _int(request, "step")
-    events = app.events(session, timeline)
-    ctx = pages.request(
-        session,
-        timeline,
-        step,
-        events,
-        app.record.timelines(session),
-        app.run(session, timeline, events),
-    )
+    ctx = pages.request(app.record, session, timeline, step, app.record.timelines(session))
     return app.render("request.html", title=f"Step {step} · {session}", **ctx)
 
 
 def body_download(app: Inspector, request: Request) -> Response:
     session, timeline = _param(request, "s"), request.query_params.get("t") or MAIN
     step = _int(request, "step")
-    rebuilt = pages.rebuilt_step(
-        session, timeline, step, app.events(session, timeline), app.record.timelines(session)
-    )
+    rebuilt = pages.rebuilt_step(app.record, session, timeline, step, app.record.timelines(session))
     digest = "sha256:" + hashlib.sha256(rebuilt.body).hexdigest()
     headers = {"X-Ctxline-Sha256": digest, "X-Ctxline-Logged-Sha256": rebuilt.header.sha256}
     name = pages.file_name(session, timeline, step)
@@ -212,39 +193,39 @@ def body_download(app: Inspector, request: Request) -> Response:
 def report_json(app: Inspector, request: Request) -> Response:
     session, timeline = _param(request, "s"), request.query_params.get("t") or MAIN
     step = _int(request, "step")
-    header = pages.header_of(app.events(session, timeline), step)
-    return JSONResponse(header.report)
+    return JSONResponse(pages.locate(app.record, session, timeline, step).header.report)
 
 
 def diff_page(app: Inspector, request: Request) -> Response:
     session, timeline = _param(request, "s"), request.query_params.get("t") or MAIN
     step = _int(request, "step")
-    events = app.events(session, timeline)
-    ctx = pages.diff(session, timeline, step, events, app.record.timelines(session))
+    ctx = pages.diff(app.record, session, timeline, step, app.record.timelines(session))
     return app.render("diff.html", title=f"Step {step} vs {step - 1} · {session}", **ctx)
 
 
 def breaks_page(app: Inspector, request: Request) -> Response:
     session, timeline = _param(request, "s"), request.query_params.get("t") or MAIN
-    events = app.events(session, timeline)
-    ctx = pages.breaks(session, timeline, app.run(session, timeline, events))
+    page = _int(request, "page", 1, least=1)
+    ctx = pages.breaks_page(app.record, session, timeline, app.record.timelines(session), page)
     return app.render("breaks.html", title=f"Cache breaks · {session}", **ctx)
 
 
 def event_page(app: Inspector, request: Request) -> Response:
     session, timeline = _param(request, "s"), request.query_params.get("t") or MAIN
     seq = _int(request, "seq")
-    events = app.events(session, timeline)
-    if not 1 <= seq <= len(events):
-        raise HTTPException(404, f"no event {seq} in {session}/{timeline} (it has {len(events)})")
-    ctx = pages.event(session, timeline, events[seq - 1], events)
+    head = next((t.head for t in app.record.timelines(session) if t.name == timeline), None)
+    if head is None:
+        raise UnknownTimeline(session, timeline)
+    found = app.record.read(session, timeline, after_seq=seq - 1, limit=1) if seq else []
+    if not found or found[0].seq != seq:
+        raise HTTPException(404, f"no event {seq} in {session}/{timeline} (it has {head})")
+    ctx = pages.event(session, timeline, found[0], head)
     return app.render("event.html", title=f"Event {seq} · {session}", **ctx)
 
 
 def guides_page(app: Inspector, request: Request) -> Response:
     session, timeline = _param(request, "s"), request.query_params.get("t") or MAIN
-    events = app.events(session, timeline)
-    guides = [ev for ev in events if isinstance(ev.event, Guide)]
+    guides = app.record.read(session, timeline, kind="guide")
     return app.render(
         "guides.html",
         title=f"Guide versions · {session}",
@@ -255,8 +236,10 @@ def guides_page(app: Inspector, request: Request) -> Response:
 
 
 def blobs_page(app: Inspector, request: Request) -> Response:
-    page = max(_int(request, "page", 1), 1)
+    page = _int(request, "page", 1, least=1)
     count, size = app.record.blob_count()
+    last = max(1, -(-count // pages.BLOBS_PER_PAGE))
+    page = min(page, last)  # past the end: the last page (as the timeline does)
     rows = app.record.blobs(offset=(page - 1) * pages.BLOBS_PER_PAGE, limit=pages.BLOBS_PER_PAGE)
     return app.render(
         "blobs.html",
@@ -265,7 +248,7 @@ def blobs_page(app: Inspector, request: Request) -> Response:
         page=page,
         count=count,
         size=size,
-        pages=max(1, -(-count // pages.BLOBS_PER_PAGE)),
+        pages=last,
     )
 
 
@@ -295,7 +278,7 @@ async def security_headers(
     return response
 
 
-def create_app(record: ReadOnlyRecord, *, host: str = "127.0.0.1") -> Starlette:
+def create_app(record: InspectorRecord, *, host: str = "127.0.0.1") -> Starlette:
     """The inspector over ``record``; ``host`` is where it is served (for the Host check)."""
     from starlette.middleware.base import BaseHTTPMiddleware
 

@@ -40,6 +40,7 @@ __all__ = [
     "Rebuilt",
     "branch_marks",
     "json_spans",
+    "rebuild_one",
     "rebuild_steps",
 ]
 
@@ -127,49 +128,75 @@ def rebuild_steps(
     cache = ViewCache()
     counters: dict[str, TokenCounter] = {}
     for stored in events:
-        header = stored.event
-        if not isinstance(header, RequestHeader):
+        if not isinstance(stored.event, RequestHeader):
             continue
-        options = PrepareOptions.from_json(header.options)
-        try:
-            counter = _counter(header, counters)
-            prep = prepare(
-                events[: header.upto_seq],
-                options,
-                StepInputs.from_json(header.inputs),
-                branches=branches,
-                counter=counter,
-                cache=cache,
-            )
-        except (CtxlineError, ValueError, TypeError) as exc:
+        wanted = only is None or stored.event.step in only
+        rebuilt = _rebuild(stored, events, branches, cache, counters, wanted=wanted)
+        if rebuilt.error is not None and rebuilt.error.startswith("cannot rebuild"):
             cache = ViewCache()  # the next step starts cold rather than from a half-fed cache
-            yield Rebuilt(
-                header, stored.seq, b"", "", (), f"cannot rebuild: {type(exc).__name__}: {exc}"
-            )
-            continue
-        error = None
-        if prep.sha256 != header.sha256:
-            error = (
-                f"step {header.step} rebuilt to {prep.sha256}, but {header.sha256} was logged:"
-                " the record or ctxline's rendering changed since it was prepared"
-            )
-        wanted = only is None or header.step in only
-        parts = _parts(prep, cache, counter, options) if wanted else ()
-        composition = dict.fromkeys(SECTIONS, 0)
-        for p in parts:
-            composition[p.section] += p.tokens
-        yield Rebuilt(
-            header,
-            stored.seq,
-            prep.body_bytes if wanted else b"",
-            prep.sha256,
-            parts,
-            error,
-            options.model,
-            options.provider,
-            bool(options.cache),
-            composition,
+        yield rebuilt
+
+
+def rebuild_one(
+    stored: StoredEvent, events: Sequence[StoredEvent], branches: Sequence[BranchMark] = ()
+) -> Rebuilt:
+    """One logged request (``stored``, a ``request`` event) rebuilt cold, with its parts.
+
+    ``events``: the timeline from seq 1 to at least the header's ``upto_seq``. A cold
+    prepare renders the same bytes as the incremental one of :func:`rebuild_steps` (the
+    record decides every reduction), at the cost of one step, not of every step before.
+    """
+    return _rebuild(stored, events, branches, ViewCache(), {}, wanted=True)
+
+
+def _rebuild(
+    stored: StoredEvent,
+    events: Sequence[StoredEvent],
+    branches: Sequence[BranchMark],
+    cache: ViewCache,
+    counters: dict[str, TokenCounter],
+    *,
+    wanted: bool,
+) -> Rebuilt:
+    header = stored.event
+    assert isinstance(header, RequestHeader)
+    options = PrepareOptions.from_json(header.options)
+    try:
+        counter = _counter(header, counters)
+        prep = prepare(
+            events[: header.upto_seq],
+            options,
+            StepInputs.from_json(header.inputs),
+            branches=branches,
+            counter=counter,
+            cache=cache,
         )
+    except (CtxlineError, ValueError, TypeError) as exc:
+        return Rebuilt(
+            header, stored.seq, b"", "", (), f"cannot rebuild: {type(exc).__name__}: {exc}"
+        )
+    error = None
+    if prep.sha256 != header.sha256:
+        error = (
+            f"step {header.step} rebuilt to {prep.sha256}, but {header.sha256} was logged:"
+            " the record or ctxline's rendering changed since it was prepared"
+        )
+    parts = _parts(prep, cache, counter, options) if wanted else ()
+    composition = dict.fromkeys(SECTIONS, 0)
+    for p in parts:
+        composition[p.section] += p.tokens
+    return Rebuilt(
+        header,
+        stored.seq,
+        prep.body_bytes if wanted else b"",
+        prep.sha256,
+        parts,
+        error,
+        options.model,
+        options.provider,
+        bool(options.cache),
+        composition,
+    )
 
 
 def _parts(

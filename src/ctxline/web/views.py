@@ -43,7 +43,7 @@ from ctxline.record.events import (
     UnknownEvent,
     UserMessage,
 )
-from ctxline.web.readonly import BlobRow
+from ctxline.web.record import BlobRow
 
 __all__ = [
     "Seg",
