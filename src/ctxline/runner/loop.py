@@ -55,6 +55,7 @@ from ctxline.runner.model_call import call_model, default_options
 from ctxline.runner.permissions import ApprovalCallback, PermissionHook, allow_all
 from ctxline.runner.registry import ToolLike, ToolRegistry
 from ctxline.runner.result import RunResult, StepResult
+from ctxline.runner.sanitize import clean_reply
 from ctxline.runner.tracing import NO_TRACER, Tracer
 from ctxline.runner.usage import price_name
 from ctxline.sources.base import Source
@@ -145,7 +146,9 @@ class Agent:
             extra.append(environment.source)
         caps = dict(self.registry.limits())
         if discovery is not None:
-            caps |= {n: t.meta.max_calls for n, t in discovery.tools_by_name.items() if t.meta.max_calls}
+            caps |= {
+                n: t.meta.max_calls for n, t in discovery.tools_by_name.items() if t.meta.max_calls
+            }
         status = StatusConfig(limits=caps)
         self.ctx = Context(
             self.store,
@@ -281,6 +284,7 @@ class Agent:
         reply, events = await call_model(
             self.model, prep, self.tracer, self.session, self.ledger.turns + 1
         )
+        reply, events = clean_reply(reply, events, turn=self.ledger.turns + 1)  # issue 24
         self.append(*events)
         return reply
 
