@@ -17,14 +17,19 @@ into the parent's run result, per agent.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from ctxline.errors import ValidationError
 from ctxline.models.base import ModelClient
-from ctxline.record.events import JsonValue, ToolCall
-from ctxline.render.neutral import ToolSpec
+from ctxline.record.events import Event, JsonValue, ToolCall, ToolResult
+from ctxline.record.store.base import MAIN, Store
+from ctxline.record.timeline import TimelineWriter
+from ctxline.render.neutral import INTERRUPTED, ToolSpec
 from ctxline.runner.guards import Limits
+from ctxline.runner.jobs import interrupted_job
+from ctxline.runner.ledger import Ledger
 from ctxline.runner.tools import ArgumentsInvalid, ToolMeta, function_tool
 from ctxline.tokens.counters import TokenCounter
 from ctxline.tools.base import ToolOutcome
@@ -32,7 +37,7 @@ from ctxline.tools.base import ToolOutcome
 if TYPE_CHECKING:
     from ctxline.runner.loop import Agent
 
-__all__ = ["SPAWN_AGENT", "SubAgents", "clip_tokens"]
+__all__ = ["SPAWN_AGENT", "SubAgents", "clip_tokens", "repair_children"]
 
 SPAWN_AGENT = "spawn_agent"
 CHILD_SYSTEM = (
@@ -184,3 +189,40 @@ class SubAgents:
                 f'The whole answer is saved: read_result(handle="{ref}")]'
             )
         return ToolOutcome(body), {"agent": dict(result.own)}
+
+
+def repair_children(
+    store: Store, session: str, timeline: str, calls: Sequence[ToolCall], *, depth: int = 8
+) -> list[str]:
+    """Repair the sub-agents of ``calls`` (a parent's ``spawn_agent`` calls left without a
+    result by a runner that stopped): each child's own calls without a result get the
+    interrupted-call result and its jobs the lost-output notice, down to its own children.
+    The child sessions repaired, in order (issue 24: a child killed mid-call was never
+    repaired, its call had no result forever)."""
+    wanted = {c.id for c in calls if c.name == SPAWN_AGENT}
+    if not wanted or depth < 1:
+        return []
+    repaired: list[str] = []
+    prefix = f"{session}/agent-"
+    for info in store.sessions():
+        link = info.meta.get("parent")
+        if not (info.id.startswith(prefix) and isinstance(link, dict)):
+            continue
+        if link.get("session") != session or link.get("timeline") != timeline:
+            continue
+        if link.get("call_id") not in wanted:
+            continue
+        stored = store.read(info.id, MAIN)
+        ledger = Ledger().catch_up(stored)
+        open_calls = ledger.open_calls()
+        events: list[Event] = [
+            ToolResult(c.id, INTERRUPTED, c.name, True, {"runner": {"interrupted": True}})
+            for c in open_calls
+        ]
+        events.extend(interrupted_job(job) for job in ledger.jobs.values())
+        if events:
+            head = stored[-1].seq if stored else 0
+            TimelineWriter(store, info.id, MAIN).append(events, expected_seq=head)
+            repaired.append(info.id)
+        repaired += repair_children(store, info.id, MAIN, open_calls, depth=depth - 1)
+    return repaired

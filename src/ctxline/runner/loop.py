@@ -46,7 +46,7 @@ from ctxline.record.events import (
 )
 from ctxline.record.store import MAIN, MemoryStore, Store, new_ulid
 from ctxline.render.neutral import INTERRUPTED
-from ctxline.runner.agents import SubAgents
+from ctxline.runner.agents import SubAgents, repair_children
 from ctxline.runner.execute import run_calls
 from ctxline.runner.guards import Limits, budget_stop
 from ctxline.runner.jobs import JobManager, JobsSource, interrupted_job
@@ -197,6 +197,7 @@ class Agent:
         self._repaired = True
         self.ctx.refresh()
         self.ledger.catch_up(self.ctx.events)
+        repair_children(self.store, self.session, self.ctx.timeline, self.ledger.open_calls())
         events: list[Event] = [
             ToolResult(c.id, INTERRUPTED, c.name, True, {"runner": {"interrupted": True}})
             for c in self.ledger.open_calls()
