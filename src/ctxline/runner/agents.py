@@ -17,7 +17,7 @@ into the parent's run result, per agent.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +31,7 @@ from ctxline.runner.guards import Limits
 from ctxline.runner.jobs import interrupted_job
 from ctxline.runner.ledger import Ledger
 from ctxline.runner.tools import ArgumentsInvalid, ToolMeta, function_tool
+from ctxline.runner.tree import Share, release, take_share
 from ctxline.tokens.counters import TokenCounter
 from ctxline.tools.base import ToolOutcome
 
@@ -122,10 +123,13 @@ class SubAgents:
         return f"{parent.session}/agent-{n}"
 
     async def spawn(
-        self, parent: Agent, call: ToolCall, values: dict[str, Any]
+        self,
+        parent: Agent,
+        call: ToolCall,
+        values: dict[str, Any],
+        *,
+        batch: Mapping[str, int] | None = None,
     ) -> tuple[ToolOutcome, dict[str, JsonValue]]:
-        from ctxline.runner.loop import Agent
-
         names = values.get("tools")
         unknown = [n for n in names or () if n not in parent.registry]
         if unknown:
@@ -138,6 +142,29 @@ class SubAgents:
         budget = values.get("budget")
         if self.max_tokens is not None:
             budget = min(budget or self.max_tokens, self.max_tokens)
+        model = self.model or parent.model
+        share = take_share(parent, registry, budget, batch or {}, model)
+        if share.refused:
+            return ToolOutcome(
+                f"Error: spawn_agent was refused and no sub-agent started: {share.refused}"
+                " (limits and budgets hold for the whole task, sub-agents included).",
+                True,
+            ), {}
+        try:
+            return await self._run_child(parent, call, values, share, model)
+        finally:
+            release(parent, share)
+
+    async def _run_child(
+        self,
+        parent: Agent,
+        call: ToolCall,
+        values: dict[str, Any],
+        share: Share,
+        model: ModelClient,
+    ) -> tuple[ToolOutcome, dict[str, JsonValue]]:
+        from ctxline.runner.loop import Agent
+
         session = self._session(parent)
         link: dict[str, JsonValue] = {
             "session": parent.session,
@@ -147,15 +174,16 @@ class SubAgents:
         }
         parent.store.create_session(session, meta={"parent": link})
         child = Agent(
-            self.model or parent.model,
-            registry,
+            model,
+            share.registry,
             store=parent.store,
             session=session,
             system=self.system,
             options=parent.ctx.options,
             limits=Limits(
                 max_turns=self.max_turns,
-                max_tokens=budget,
+                max_tokens=share.max_tokens,
+                max_cost=share.max_cost,
                 tool_timeout=parent.limits.tool_timeout,
                 repeat_limit=parent.limits.repeat_limit,
                 fail_hint_after=parent.limits.fail_hint_after,
@@ -179,7 +207,7 @@ class SubAgents:
         if not answer:
             detail = f" {result.error}" if result.error else ""
             return ToolOutcome(f"{head} It gave no answer.{detail}", True), {
-                "agent": dict(result.own)
+                "agent": {**result.own, "ran": dict(child.ledger.ran)}
             }
         body = f"{head} Its answer:\n\n{shown}"
         if len(shown) < len(answer):
@@ -188,7 +216,7 @@ class SubAgents:
                 f"\n\n[the answer is {total:,} tokens; the first {self.result_tokens:,} are shown. "
                 f'The whole answer is saved: read_result(handle="{ref}")]'
             )
-        return ToolOutcome(body), {"agent": dict(result.own)}
+        return ToolOutcome(body), {"agent": {**result.own, "ran": dict(child.ledger.ran)}}
 
 
 def repair_children(

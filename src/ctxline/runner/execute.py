@@ -52,6 +52,8 @@ class Planned:
     invalid: str = ""
     inner: ToolCall | None = None
     """``call_tool``'s call of the revealed tool it runs (same id)."""
+    batch: dict[str, int] = field(default_factory=dict)
+    """The calls of the same reply allowed to run, per tool (a sub-agent's share excludes them)."""
 
 
 def _discovered(agent: Agent, call: ToolCall) -> Planned | ToolCall | None:
@@ -208,7 +210,7 @@ async def _execute(agent: Agent, planned: Planned) -> tuple[ToolOutcome, dict[st
         return outcome, {}
     if planned.kind == "spawn":
         assert agent.subagents is not None
-        return await agent.subagents.spawn(agent, call, planned.values)
+        return await agent.subagents.spawn(agent, call, planned.values, batch=planned.batch)
     tool = planned.tool
     assert tool is not None
     context = CallContext(
@@ -307,6 +309,8 @@ async def run_calls(agent: Agent, calls: Sequence[ToolCall]) -> list[ToolResult]
     """Decide, run and record every call of one reply; the results in call order."""
     allowed: dict[str, int] = {}
     plans = [_plan(agent, call, allowed) for call in calls]
+    for planned in plans:
+        planned.batch = allowed
     refused = [_refused(p) for p in plans if p.refusal is not None or p.invalid]
     if refused:
         agent.append(*refused)

@@ -146,6 +146,10 @@ class Ledger:
             if isinstance(agent, dict):
                 self.agents_started += 1
                 self.totals.add_child(str(agent.get("session") or event.call_id), agent)
+                ran_below = agent.get("ran")  # the child's calls count for the whole tree
+                for name, n in (ran_below if isinstance(ran_below, dict) else {}).items():
+                    if isinstance(n, int) and not isinstance(n, bool) and n > 0:
+                        self.ran[str(name)] = self.ran.get(str(name), 0) + n
         elif isinstance(event, ModelUsage):
             self.totals.add_call(event)
         elif isinstance(event, Notification):
