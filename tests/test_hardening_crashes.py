@@ -229,3 +229,41 @@ def test_a_hung_sync_tool_times_out_and_run_returns() -> None:
     (res,) = [e.event for e in store.read("h") if isinstance(e.event, ToolResult)]
     assert res.is_error
     assert "abandoned" in res.content
+
+
+@pytest.mark.parametrize("calls", [1, 2])
+def test_a_hung_environment_side_effect_is_abandoned_and_run_returns(calls: int) -> None:
+    from ctxline.environment import ActionSpec, Environment
+
+    release = threading.Event()
+    started: list[str] = []
+
+    def pay(args: Mapping[str, Any], _state: Any) -> str:
+        started.append(str(args["amount"]))
+        release.wait()
+        return "paid"
+
+    params = {
+        "type": "object",
+        "properties": {"amount": {"type": "integer"}},
+        "required": ["amount"],
+    }
+    action = ActionSpec("pay", "Pay.", lambda tx, a: None, params, perform=pay, timeout=0.5)
+    env = Environment(actions=[action], builtins=False)
+    reply = {
+        "tool_calls": [
+            {"id": f"p{i}", "name": "pay", "arguments": {"amount": i}} for i in range(calls)
+        ]
+    }
+    store = MemoryStore()
+    try:
+        result = Agent(
+            ScriptedModel([reply, {"text": "ok"}]), [], store=store, session="e", environment=env
+        ).run("pay")
+    finally:
+        release.set()
+    assert result.stop_reason == "final"
+    results = [e.event for e in store.read("e") if isinstance(e.event, ToolResult)]
+    assert len(results) == calls
+    assert all(r.is_error for r in results)
+    assert "abandoned" in results[0].content
