@@ -12,7 +12,7 @@ import pytest
 
 from ctxline import MemoryStore
 from ctxline.models.scripted import ScriptedModel
-from ctxline.record.events import ToolResult
+from ctxline.record.events import RequestHeader, ToolResult
 from ctxline.record.store import SQLiteStore
 from ctxline.record.store.base import Store
 from ctxline.runner import Agent, Limits, SubAgents, tool
@@ -77,6 +77,11 @@ def test_max_calls_holds_across_children(store: Store, shape: list[int], cap: in
     ]
     assert direct[0].is_error
     assert "refused" in direct[0].content
+    # the parent's status bar counts the children's runs: the limit reads per task tree
+    headers = [e.event for e in store.read("p") if isinstance(e.event, RequestHeader)]
+    tail = headers[-1].inputs.get("tail") or []
+    status = next(t for t in tail if isinstance(t, str) and t.startswith("<ctx-status>"))
+    assert "limit reached" in status.split("refund", 1)[1].splitlines()[0]
 
 
 @pytest.mark.parametrize("children", [2, 5])
