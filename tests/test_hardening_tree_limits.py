@@ -121,3 +121,19 @@ def test_a_child_gets_the_parents_cost_budget() -> None:
     assert share.max_cost == Decimal("0.5")
     second = take_share(parent, parent.registry, None, {}, parent.model)
     assert second.refused == "the task's cost budget is spent"
+
+
+def test_children_of_one_reply_split_the_budget_left() -> None:
+    from ctxline.runner.tree import release, take_share
+
+    parent = Agent(ScriptedModel([{"text": "hi"}]), [], limits=Limits(max_tokens=9_000))
+    shares = [
+        take_share(parent, parent.registry, None, {"spawn_agent": 3}, parent.model)
+        for _ in range(3)
+    ]
+    assert [s.max_tokens for s in shares] == [3_000, 2_000, 1_333]
+    assert sum(s.max_tokens or 0 for s in shares) <= 9_000
+    for share in shares:
+        release(parent, share)
+    again = take_share(parent, parent.registry, None, {}, parent.model)
+    assert again.max_tokens == 9_000

@@ -146,9 +146,7 @@ class Agent:
             extra.append(environment.source)
         caps = dict(self.registry.limits())
         if discovery is not None:
-            caps |= {
-                n: t.meta.max_calls for n, t in discovery.tools_by_name.items() if t.meta.max_calls
-            }
+            caps |= {n: t.meta.max_calls for n, t in discovery.tools_by_name.items() if t.meta.max_calls}
         status = StatusConfig(limits=caps)
         self.ctx = Context(
             self.store,

@@ -65,6 +65,7 @@ __all__ = [
     "FunctionTool",
     "ToolMeta",
     "function_tool",
+    "in_daemon_thread",
     "render_value",
     "tool",
 ]

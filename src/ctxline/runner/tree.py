@@ -11,8 +11,9 @@ as ``N/max`` of that share):
   of its result), the calls of the same reply already allowed, and the shares of
   children still running; a tool with nothing left is not given to the child;
 - ``max_tokens`` / ``max_cost``: what the parent's budget leaves after the tree's spend
-  and the running children's shares (the child's ``budget`` and the sub-agent cap
-  still apply); with nothing left the spawn is refused.
+  and the running children's shares, split among the children one reply starts (the
+  child's ``budget`` and the sub-agent cap still apply); with nothing left the spawn is
+  refused.
 
 A share is held while its child runs and released after: two children started by one
 reply never both get the same remainder.
@@ -73,11 +74,13 @@ def take_share(
     """The child's share of what the tree has left (held until :func:`release`)."""
     held = _HELD.setdefault(parent, _Held())
     limits, ledger = parent.limits, parent.ledger
+    fanout = max(1, batch.get("spawn_agent", 1))  # children of one reply split what is left
     max_tokens = budget
     if limits.max_tokens is not None:
         left = limits.max_tokens - ledger.totals.tokens_spent() - held.tokens
         if left <= 0:
             return Share(registry, refused="the task's token budget is spent")
+        left = max(1, left // fanout)
         max_tokens = left if budget is None else min(budget, left)
     max_cost: Decimal | None = None
     if limits.max_cost is not None:
@@ -90,7 +93,7 @@ def take_share(
                 registry,
                 refused=f"{model.name} has no price, so the task's cost budget cannot hold",
             )
-        max_cost = left_cost
+        max_cost = left_cost / fanout
     tools = []
     calls: dict[str, int] = {}
     for tool in registry:
