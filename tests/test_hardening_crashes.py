@@ -14,13 +14,14 @@ import pytest
 from ctxline import MemoryStore
 from ctxline.models.base import ModelReply, Usage
 from ctxline.models.scripted import ScriptedModel
-from ctxline.record.events import AssistantMessage, ToolCall, ToolResult
+from ctxline.record.events import AssistantMessage, State, ToolCall, ToolResult
 from ctxline.record.store import SQLiteStore
 from ctxline.record.store.base import Store
 from ctxline.runner import Agent, tool
 from ctxline.runner.sanitize import clean_arguments, clean_reply
 from ctxline.runner.tools import ToolMeta, function_tool
 from ctxline.runner.workspace import PatternRefused, check_pattern, workspace_tools
+from ctxline.tools.base import ToolOutcome
 
 
 def _deep(n: int) -> Any:
@@ -267,3 +268,30 @@ def test_a_hung_environment_side_effect_is_abandoned_and_run_returns(calls: int)
     assert len(results) == calls
     assert all(r.is_error for r in results)
     assert "abandoned" in results[0].content
+
+
+BAD_OUTCOMES = [
+    ToolOutcome("ok", meta={"x": float("nan")}),
+    ToolOutcome("ok", meta={"x": _deep(5_000)}),
+    ToolOutcome("\ud800 text"),
+    ToolOutcome("ok", events=(State("crm/tier", float("nan")),)),
+    ToolOutcome("ok", events=(State("crm/tier", {"a": object()}),)),
+]
+
+
+@pytest.mark.parametrize("outcome", BAD_OUTCOMES, ids=range(len(BAD_OUTCOMES)))
+def test_a_tool_outcome_that_cannot_be_recorded_is_an_error_not_a_crash(
+    outcome: ToolOutcome, store: Store
+) -> None:
+    @tool
+    def odd() -> ToolOutcome:
+        """Return an odd outcome."""
+        return outcome
+
+    script = ScriptedModel(
+        [{"tool_calls": [{"id": "c1", "name": "odd", "arguments": {}}]}, {"text": "ok"}]
+    )
+    result = Agent(script, [odd], store=store, session="o").run("go")
+    assert result.stop_reason == "final"
+    (res,) = [e.event for e in store.read("o") if isinstance(e.event, ToolResult)]
+    assert res.content

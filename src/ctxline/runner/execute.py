@@ -21,10 +21,11 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ctxline.discovery.fold import DiscoveryFold
 from ctxline.record.authority import outside_problem, without_authority
+from ctxline.record.codec import canonical_json, event_to_json
 from ctxline.record.events import OWN_KINDS, Event, JsonValue, ToolCall, ToolResult
 from ctxline.runner.guards import Refusal, check_call, refusal_text, strategy_hint
 from ctxline.runner.permissions import PermissionRequest, resolve
-from ctxline.runner.sanitize import clean_text, error_text
+from ctxline.runner.sanitize import clean_arguments, clean_text, error_text
 from ctxline.runner.tools import ArgumentsInvalid, CallContext, FunctionTool, ToolMeta, render_value
 from ctxline.runner.tracing import AttrValue
 from ctxline.tools.base import ToolOutcome
@@ -194,6 +195,15 @@ def _check_events(call: ToolCall, outcome: ToolOutcome) -> ToolOutcome:
         if e.kind in OWN_KINDS or isinstance(e, ToolResult) or outside_problem(e) is not None
     ]
     if not own:
+        try:
+            for event in outcome.events:
+                canonical_json(event_to_json(event))
+        except Exception as exc:
+            return ToolOutcome(
+                f"Error: tool {call.name!r} returned an event that cannot be recorded"
+                f" ({clean_text(type(exc).__name__)}); its result was discarded.",
+                True,
+            )
         return outcome
     return ToolOutcome(
         f"Error: tool {call.name!r} returned events of kinds {own} that a tool may not append "
@@ -267,7 +277,7 @@ async def _run_one(agent: Agent, planned: Planned, gate: asyncio.Semaphore) -> T
                 if hint:
                     content = f"{content}\n\n{hint}"
     # an app tool's own meta is data: the keys a fold takes authority from are ctxline's
-    own = {k: v for k, v in outcome.meta.items() if k != "trimmable"}
+    own = {k: clean_arguments(v) for k, v in outcome.meta.items() if k != "trimmable"}
     own = without_authority(own, () if planned.kind == "app" else ("discovery", "skills", "memory"))
     result = ToolResult(
         call.id, content, call.name, outcome.is_error, {**own, **_meta(planned, ms=ms, **extra)}
