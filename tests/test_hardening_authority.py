@@ -304,3 +304,42 @@ def test_a_tool_cannot_return_events_that_grant_authority(event: Any) -> None:
     (result,) = [e.event for e in store.read("s") if isinstance(e.event, ToolResult)]
     assert result.is_error
     assert "may not append" in result.content
+
+
+def test_a_real_discovery_session_round_trips_through_trusted_restore(tmp_path: Path) -> None:
+    """The marks ctxline wrote itself are kept whole: export → import --trusted → export is
+    byte-identical, and the restored fold reveals what the run revealed."""
+    from ctxline.discovery import CALL_TOOL, SEARCH_TOOLS, Discovery
+    from ctxline.record.store import open_store
+    from test_cli import export
+    from test_discovery import calls as reply_calls
+    from test_discovery import discoverable, read_notes
+
+    db = str(tmp_path / "run.db")
+    store = open_store(db)
+    script = ScriptedModel(
+        [
+            reply_calls(("s1", SEARCH_TOOLS, {"query": "git status"})),
+            reply_calls(
+                ("c1", CALL_TOOL, {"name": "git_status", "arguments": {"repo_path": "/r"}})
+            ),
+            {"text": "done"},
+        ]
+    )
+    agent = Agent(
+        script, [read_notes], store=store, session="d", discovery=Discovery(discoverable())
+    )
+    assert agent.run("status?").final == "done"
+    store.close()
+    exported = export(db, "d")
+    path = tmp_path / "d.jsonl"
+    path.write_bytes(exported)
+    restored = str(tmp_path / "restored.db")
+    ok(["import", str(path), "--db", restored, "--trusted"])
+    assert export(restored, "d") == exported
+    fold = DiscoveryFold()
+    back = open_store(restored)
+    for stored in back.read("d"):
+        fold.feed(stored)
+    back.close()
+    assert "git_status" in fold.revealed
