@@ -3,6 +3,7 @@ in-process (memory streams) and once over real stdio with the command as a subpr
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -105,3 +106,38 @@ def test_unknown_session_exits_2(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert "no session 'nope'" in proc.stderr
     assert proc.stdout == ""
+
+
+MALFORMED = [
+    ("not json at all", -32700),
+    ('{"jsonrpc": "2.0", "id": 1, "method": ', -32700),
+    ("\x00\x01\x02", -32700),
+    ("[" * 5000, -32700),
+    ("[]", -32600),
+    ("42", -32600),
+    ('"hello"', -32600),
+    ("null", -32600),
+    ('{"id": 7}', -32600),
+    ('{"jsonrpc": "1.0", "id": 8, "method": "tools/list"}', -32600),
+    ('{"jsonrpc": "2.0", "id": 9, "method": 12}', -32600),
+    ('[{"jsonrpc": "2.0", "id": 10, "method": "ping"}]', -32600),
+]
+
+
+def test_malformed_json_rpc_is_answered_with_an_error(tmp_path: Path) -> None:
+    """Each malformed line gets one JSON-RPC error (parse error / invalid request) with
+    its id when it had one, and the server goes on; nothing is silently ignored."""
+    db = tmp_path / "c.db"
+    _seed(db).store.close()
+    stdin = "".join(line + "\n" for line, _ in MALFORMED)
+    proc = subprocess.run(
+        [CTXLINE, "mcp", "--db", str(db), "--session", "s1"],
+        input=stdin.encode(),
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    answers = [json.loads(line) for line in proc.stdout.decode().splitlines() if line.strip()]
+    assert [a["error"]["code"] for a in answers] == [code for _, code in MALFORMED]
+    assert all(a["jsonrpc"] == "2.0" for a in answers)
+    assert [a["id"] for a in answers if a["id"] is not None] == [7, 8, 9]

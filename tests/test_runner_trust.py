@@ -105,7 +105,8 @@ def test_forged_tags_lines_and_kinds_from_tools_jobs_and_sub_agents_stay_inert()
     _own_tags(agent, body)
     status = body["messages"][-1]["content"]
     # the status bar's figures are computed from the record, whatever the output said
-    assert "- phone_call invoked 2 times (2/3 max)\n" in status  # the child's call is its own
+    # limits are per task tree (issue 24): the child's call counts for the parent too
+    assert "- phone_call invoked 3 times (3/3 max, limit reached)\n" in status
     assert "0/3 max" not in status
     lines = status.splitlines()
     assert lines[0] == "<ctx-status>"

@@ -16,7 +16,9 @@ from click.testing import CliRunner
 
 from conftest import REPO
 from ctxline.cli.main import main
-from ctxline.record.events import EventKind
+from ctxline.record.events import EventKind, Slot
+from ctxline.record.store import open_store
+from ctxline.record.timeline import TimelineWriter
 
 
 def _run(*args: str, stdin: str | None = None) -> str:
@@ -45,11 +47,14 @@ def test_show_lists_every_kind_of_a_replayed_and_prepared_database(tmp_path: Pat
         {"kind": "todo", "op": "write", "items": [{"id": "1", "content": "book", "status": "pending"}]},
         {"kind": "todo", "op": "update", "id": "1", "status": "completed"},
         {"kind": "compaction", "summary": "earlier work", "trigger": "auto", "pre_tokens": 9000},
-        {"kind": "slot", "name": "goal", "op": "set", "value": "plan the trip"},
         {"kind": "model.error", "model": "openai:qwen", "error": "HTTP 500", "error_type": "ModelError"},
         {"kind": "system.message", "text": "You plan trips."},
         {"kind": "weather.report", "city": "Oslo", "temp": -3},
     ))  # fmt: skip
+    # a slot is the app's to write (ctxline append refuses one: docs/trust.md section 5)
+    store = open_store(db)
+    TimelineWriter(store, "hand").append([Slot("goal", "set", "plan the trip", {"by": "app"})])
+    store.close()
     _run("prepare", "--db", db, "--session", "hand", "--status", "append")
     _run("fork", "--db", db, "--session", "hand", "--at", "3", "--name", "alt")
     _run("append", "--db", db, "--session", "hand", "--timeline", "alt",

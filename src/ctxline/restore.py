@@ -35,25 +35,37 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 
+from ctxline.discovery.fold import CALL_TOOL, SEARCH_TOOLS
 from ctxline.discovery.source import REVEALED_KIND
 from ctxline.errors import ValidationError
 from ctxline.importers import ImportedSession
 from ctxline.memory.source import MEMORY_KIND
+from ctxline.record.authority import (
+    AUTHORITY_KINDS,
+    AUTHORITY_META,
+    outside_problem,
+    without_authority,
+)
 from ctxline.record.events import (
     OWN_KINDS,
+    AssistantMessage,
     Event,
     Guide,
     JsonValue,
     Pending,
     Reduction,
     RequestHeader,
+    Slot,
     StatusSnapshot,
     StoredEvent,
+    ToolCall,
     ToolResult,
     Tools,
+    UnknownEvent,
     UserMessage,
 )
 from ctxline.runner.jobs import JOBS_KIND
+from ctxline.skills.source import READ_SKILL
 from ctxline.sources.current import CURRENT_KIND
 from ctxline.sources.dynamic import DYNAMIC_KIND
 from ctxline.sources.guide import CORE_KINDS, GUIDE_HEADING, GUIDE_INTRO, MessageKind, guide_version
@@ -64,7 +76,13 @@ from ctxline.sources.timectx import TIME_KIND, TimeReading
 from ctxline.tools.builtin import BUILTIN_TOOLS
 from ctxline.view.compaction import COMPACTION_KINDS
 
-__all__ = ["KNOWN_KINDS", "refuse_own_kinds", "refuse_own_kinds_at", "restore_sessions"]
+__all__ = [
+    "KNOWN_KINDS",
+    "TrustedMeta",
+    "refuse_own_kinds",
+    "refuse_own_kinds_at",
+    "restore_sessions",
+]
 
 KNOWN_KINDS: tuple[MessageKind, ...] = (
     *CORE_KINDS,
@@ -101,17 +119,25 @@ def _refused(imported: ImportedSession, index: int, kind: str, why: str) -> Vali
 
 
 _NOT_FROM_OUTSIDE = (
-    "that kind is ctxline's own record (written by its step planner) and is not taken from"
-    " outside"
+    "that kind is ctxline's own record (written by its step planner) and is not taken from outside"
 )
 
 
 def refuse_own_kinds_at(pending: Pending, *, line: int, source: str) -> None:
-    """Refuse one event of ``ctxline append`` that is of an own kind, naming its line."""
+    """Refuse one event of ``ctxline append`` that is of an own kind, or that would grant
+    authority to a fold (:mod:`ctxline.record.authority`), naming its line."""
     kind = pending.event.kind
     if kind in OWN_KINDS:
         raise ValidationError(
             f"a {kind!r} event: {_NOT_FROM_OUTSIDE}", field="kind", line=line, source=source
+        )
+    problem = outside_problem(pending.event)
+    if problem is not None:
+        raise ValidationError(
+            f"a {kind!r} event: {problem}; it is not taken from outside",
+            field="kind" if kind in AUTHORITY_KINDS else "meta",
+            line=line,
+            source=source,
         )
 
 
@@ -128,6 +154,9 @@ def refuse_own_kinds(sessions: Iterable[ImportedSession]) -> list[ImportedSessio
                     kind,
                     f"{_NOT_FROM_OUTSIDE}; restore a ctxline export with --trusted",
                 )
+            problem = outside_problem(pending.event)
+            if problem is not None:
+                raise _refused(imported, index, kind, f"{problem}; it is not taken from outside")
     return out
 
 
@@ -143,6 +172,90 @@ def restore_sessions(
     return [_restore(imported, known_kinds) for imported in sessions]
 
 
+_RUNNER_KEPT = frozenset({"agent", "job", "ms", "interrupted", "transaction", "renamed_ids"})
+"""The runner's marks a restore keeps: they only add spend, list a job (whose output the
+resumed run reports lost) or describe a call. ``refused`` is dropped: a restored refusal
+counts as a run, so an edited export can never lift a ``max_calls``."""
+
+
+class TrustedMeta:
+    """``import --trusted``: the authority ``meta`` of each event kept only where the record
+    before it supports it (the call it answers, by name and arguments); the rest dropped.
+
+    A ``slot`` event must name its writer (``by``) and, when an action wrote it, a call of
+    the reply before it with that action's name; an app-written value is restored as the
+    export holds it (an export does not carry the environment's declarations to check it
+    against: ``--trusted`` is for exports you made — docs/trust.md).
+    """
+
+    def __init__(self) -> None:
+        self.calls: dict[str, ToolCall] = {}
+
+    def check(self, event: Event) -> Event:
+        if isinstance(event, Slot):
+            by, call_id, action = (event.meta.get(k) for k in ("by", "call", "action"))
+            call = self.calls.get(call_id) if isinstance(call_id, str) else None
+            if not isinstance(by, str) or (
+                call_id is not None and (call is None or call.name != action)
+            ):
+                raise ValueError(
+                    "its 'by'/'call'/'action' do not name a writer and a call of the reply"
+                    " before it, so it is not restored"
+                )
+            return event
+        if isinstance(event, AssistantMessage):
+            self.calls = {c.id: c for c in event.tool_calls}
+            return replace(event, meta=self._runner(event.meta))
+        if isinstance(event, ToolResult):
+            return replace(event, meta=self._result(event))
+        if isinstance(event, UnknownEvent):
+            meta = event.data.get("meta")
+            if isinstance(meta, dict) and set(meta) & AUTHORITY_META:
+                data = {**event.data, "meta": without_authority(meta)}
+                return UnknownEvent(event.kind, data)
+            return event
+        meta = getattr(event, "meta", None)
+        if isinstance(meta, dict) and set(meta) & AUTHORITY_META:
+            return replace(event, meta=self._runner(meta))
+        return event
+
+    @staticmethod
+    def _runner(meta: dict[str, JsonValue]) -> dict[str, JsonValue]:
+        out = without_authority(meta, ("memory",))
+        runner = meta.get("runner")
+        if isinstance(runner, dict):
+            kept = {k: v for k, v in runner.items() if k in _RUNNER_KEPT}
+            if kept:
+                out["runner"] = kept
+        return out
+
+    def _result(self, event: ToolResult) -> dict[str, JsonValue]:
+        out = self._runner(event.meta)
+        call = self.calls.get(event.call_id)
+        if call is None or call.name != event.name:
+            out.pop("runner", None)  # it answers no call of the last reply: nothing it says counts
+            return out
+        args = call.arguments if isinstance(call.arguments, dict) else {}
+        discovery = event.meta.get("discovery")
+        if isinstance(discovery, dict):
+            revealed = discovery.get("revealed")
+            tool = discovery.get("tool")
+            if call.name == SEARCH_TOOLS and isinstance(revealed, list):
+                names = [n for n in revealed if isinstance(n, str)]
+                out["discovery"] = {
+                    "query": str(discovery.get("query", ""))[:500],
+                    "revealed": names,
+                }
+            elif call.name == CALL_TOOL and isinstance(tool, str) and args.get("name") == tool:
+                out["discovery"] = {"tool": tool}
+        skills = event.meta.get("skills")
+        if isinstance(skills, dict) and call.name == READ_SKILL:
+            loaded, handle = skills.get("loaded"), skills.get("handle")
+            if isinstance(loaded, str) and isinstance(handle, str) and args.get("name") == loaded:
+                out["skills"] = {"loaded": loaded, "handle": handle}
+        return out
+
+
 class _Restore:
     """One session's events in order, with what the checks need from before each."""
 
@@ -153,8 +266,10 @@ class _Restore:
         self.requests = 0
         self.status = StatusChecker()
         self.builtins = {tool.spec.name: tool.spec for tool in BUILTIN_TOOLS}
+        self.marks = TrustedMeta()
 
     def event(self, index: int, event: Event) -> Event:
+        event = self.marks.check(event)
         match event:
             case Guide():
                 return self.guide(event)
@@ -170,7 +285,9 @@ class _Restore:
                     raise ValueError(f"not the status ctxline computes from the record: {why}")
                 return event
         if event.kind in OWN_KINDS:  # a kind this version cannot check
-            raise ValueError("this version of ctxline cannot check that kind, so it is not restored")
+            raise ValueError(
+                "this version of ctxline cannot check that kind, so it is not restored"
+            )
         return event
 
     def guide(self, event: Guide) -> Guide:
@@ -182,7 +299,9 @@ class _Restore:
         for line in lines[4:]:
             if line not in self.known:
                 raise ValueError(f"its line {line[:80]!r} is not a message kind ctxline knows")
-        text = "\n".join([GUIDE_HEADING, "", GUIDE_INTRO, "", *(self.known[x].line() for x in lines[4:])])
+        text = "\n".join(
+            [GUIDE_HEADING, "", GUIDE_INTRO, "", *(self.known[x].line() for x in lines[4:])]
+        )
         return Guide(guide_version(text), text, event.meta)
 
     def tools(self, event: Tools) -> Tools:
@@ -199,11 +318,17 @@ class _Restore:
             if not isinstance(name, str) or not name or name in names:
                 raise ValueError(f"tool {i} needs a unique non-empty string name")
             if not isinstance(description, str) or not isinstance(parameters, dict):
-                raise ValueError(f"tool {name!r}: description must be a string, parameters an object")
+                raise ValueError(
+                    f"tool {name!r}: description must be a string, parameters an object"
+                )
             names.add(name)
             spec = self.builtins.get(name)
             if spec is not None:  # ctxline's own tool: its spec is code's, never the file's
-                tool = {"name": spec.name, "description": spec.description, "parameters": spec.parameters}
+                tool = {
+                    "name": spec.name,
+                    "description": spec.description,
+                    "parameters": spec.parameters,
+                }
             out.append(dict(tool))
         return replace(event, tools=tuple(out))
 
@@ -211,7 +336,9 @@ class _Restore:
         self.requests += 1
         seq = len(self.stored) + 1
         if event.step != self.requests:
-            raise ValueError(f"it says step {event.step}, but it is request {self.requests} of this timeline")
+            raise ValueError(
+                f"it says step {event.step}, but it is request {self.requests} of this timeline"
+            )
         if event.upto_seq != seq - 1:
             raise ValueError(f"it covers events up to seq {event.upto_seq}, but it is event {seq}")
         if not _SHA.fullmatch(event.sha256):
@@ -231,8 +358,14 @@ class _Restore:
                 raise ValueError("its time reading's text is not the one its fields give")
         tail = event.inputs.get("tail")
         for text in tail if isinstance(tail, list) else []:
-            if isinstance(text, str) and text.startswith("<ctx-status>") and text.endswith("</ctx-status>"):
-                why = self.status.check(text[len("<ctx-status>") : -len("</ctx-status>")], self.stored)
+            if (
+                isinstance(text, str)
+                and text.startswith("<ctx-status>")
+                and text.endswith("</ctx-status>")
+            ):
+                why = self.status.check(
+                    text[len("<ctx-status>") : -len("</ctx-status>")], self.stored
+                )
                 if why is not None:
                     raise ValueError(f"its status block is not what the record gives: {why}")
         return event
@@ -255,7 +388,10 @@ class _Restore:
             if not 0 < event.upto_seq < seq:
                 raise ValueError(f"it compacts up to seq {event.upto_seq}, not an earlier event")
             for kept in event.keep:
-                if not (0 < kept <= event.upto_seq and isinstance(self.stored[kept - 1].event, UserMessage)):
+                if not (
+                    0 < kept <= event.upto_seq
+                    and isinstance(self.stored[kept - 1].event, UserMessage)
+                ):
                     raise ValueError(f"it keeps seq {kept}, not a user message it compacts")
         return event
 

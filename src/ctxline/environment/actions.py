@@ -129,6 +129,9 @@ class ActionSpec:
     """Argument name → entity kind (``{"booking_id": "booking"}``): the constraints naming
     that entity are restated in the result."""
     perform: Perform | None = None
+    timeout: float = 120.0
+    """Seconds ``perform`` may take; past them the call is abandoned (an error result: its
+    side effect may still complete) and the run goes on."""
     _args: Any = field(init=False, repr=False, compare=False, default=None)
 
     def __post_init__(self) -> None:
@@ -141,6 +144,11 @@ class ActionSpec:
             raise ValidationError(
                 f"action {self.name!r}: parameters must be a JSON schema of type object",
                 field=f"actions.{self.name}.parameters",
+            )
+        if not (isinstance(self.timeout, int | float) and self.timeout > 0):
+            raise ValidationError(
+                f"action {self.name!r}: timeout must be seconds > 0, got {self.timeout!r}",
+                field=f"actions.{self.name}.timeout",
             )
         object.__setattr__(self, "_args", _validator(dict(self.parameters), self.name))
         props = self.parameters.get("properties") or {}

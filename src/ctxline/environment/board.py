@@ -71,9 +71,10 @@ class Blackboard:
         return self._fold.get(name)
 
     def stale(self, names: Iterable[str], seen: Mapping[str, int]) -> list[str]:
-        """The slots among ``names`` changed since the versions in ``seen`` (one not in
-        ``seen`` was never shown to the writer: it is compared with nothing)."""
-        return [n for n in dict.fromkeys(names) if n in seen and self.get(n).version != seen[n]]
+        """The slots among ``names`` changed since the versions in ``seen`` — a compare-and-set:
+        a slot not in ``seen`` was never shown to the writer, so it counts as seen at version
+        0 (never written), and a write over any value the writer had not read is stale."""
+        return [n for n in dict.fromkeys(names) if self.get(n).version != seen.get(n, 0)]
 
     def append(self, events: Sequence[Slot], *, author: str) -> list[StoredEvent]:
         """Append ``events`` at the head last read (raises :class:`~ctxline.errors.Conflict`

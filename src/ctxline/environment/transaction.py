@@ -25,6 +25,7 @@ its own changes are dropped and the later calls do not run.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -41,6 +42,7 @@ from ctxline.tools.errors import detailed_tool_error
 __all__ = [
     "Attempt",
     "Outcome",
+    "PerformTimeout",
     "Rollback",
     "Staged",
     "Status",
@@ -344,6 +346,35 @@ def finish(staged: Staged) -> list[Outcome]:
     return _perform(staged.attempts, staged.spans, staged.tx, staged.after)
 
 
+class PerformTimeout(TimeoutError):
+    """A ``perform`` that ran past its action's ``timeout`` (abandoned, maybe still running)."""
+
+
+def _bounded(action: Any, arguments: dict[str, Any], after: EnvState) -> Any:
+    """``action.perform(arguments, after)`` in a daemon thread, abandoned at ``action.timeout``
+    (a hung side effect never hangs the run; issue 24)."""
+    box: list[tuple[bool, Any]] = []
+
+    def work() -> None:
+        try:
+            box.append((True, action.perform(arguments, after)))
+        except BaseException as exc:
+            box.append((False, exc))
+
+    thread = threading.Thread(target=work, name=f"ctxline-perform-{action.name}", daemon=True)
+    thread.start()
+    thread.join(action.timeout)
+    if not box:
+        raise PerformTimeout(
+            f"the side effect took longer than {action.timeout:g} s and was abandoned; it may"
+            " still complete, so check its result before trying again"
+        )
+    ok, value = box[0]
+    if not ok:
+        raise value
+    return value
+
+
 def _perform(
     attempts: Sequence[Attempt], spans: Sequence[tuple[int, int, str]], tx: Tx, after: EnvState
 ) -> list[Outcome]:
@@ -354,7 +385,7 @@ def _perform(
         events = tuple(tx.events[start:end])
         if action.perform is not None:
             try:
-                done = result_text(action.perform(dict(attempt.arguments), after))
+                done = result_text(_bounded(action, dict(attempt.arguments), after))
             except Exception as exc:
                 out.append(
                     Outcome(detailed_tool_error(exc, attempt.name, attempt.arguments), "error")

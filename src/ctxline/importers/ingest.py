@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from ctxline.errors import UnknownSession, ValidationError
 from ctxline.importers import ImportedSession
+from ctxline.record.authority import check_outside
 from ctxline.record.codec import canonical_json, event_to_json
 from ctxline.record.events import JsonValue, Pending, StoredEvent
 from ctxline.record.store import Batch, Store
@@ -114,6 +115,7 @@ def import_sessions(
         if authority != "ctxline":  # only a trusted restore brings ctxline's own kinds
             for batch in batches:
                 check_authority(batch.events, where=f"import of {batch.session}")
+                check_outside(batch.events, where=f"import of {batch.session}")
         for batch in batches:
             save_blobs(store.blobs, batch.events)
         store.append_batches(batches)

@@ -19,7 +19,13 @@ again before each call, so results follow whatever the agent appended since.
 
 from __future__ import annotations
 
-from typing import Any
+import json
+import sys
+from collections.abc import AsyncIterator
+from io import TextIOWrapper
+from typing import Any, cast
+
+import anyio
 
 from ctxline import __version__
 from ctxline.context import Context
@@ -33,13 +39,13 @@ try:
     from mcp.server.context import ServerRequestContext
     from mcp.server.stdio import stdio_server
     from mcp.shared.exceptions import MCPError
-    from mcp_types.jsonrpc import INVALID_PARAMS
+    from mcp_types.jsonrpc import INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     from ctxline.models.base import MissingExtra
 
     raise MissingExtra("mcp", "mcp") from exc
 
-__all__ = ["SERVER_NAME", "build_server", "serve_stdio"]
+__all__ = ["SERVER_NAME", "build_server", "rpc_error", "serve_stdio"]
 
 SERVER_NAME = "ctxline"
 
@@ -92,8 +98,57 @@ def build_server(ctx: Context, *, todo: bool = True) -> Server[Any]:
     )
 
 
+def rpc_error(line: str) -> str | None:
+    """The JSON-RPC error answer to a malformed line (None: a valid message, or blank).
+
+    Not JSON: ``-32700`` (parse error); JSON that is not one JSON-RPC message: ``-32600``
+    (invalid request), with the line's ``id`` when it has a usable one — so a client is
+    always answered instead of waiting forever (issue 24).
+    """
+    if not line.strip():
+        return None
+    try:
+        obj = json.loads(line)
+    except (ValueError, RecursionError):
+        code, message, ident = PARSE_ERROR, "Parse error: the line is not JSON", None
+    else:
+        try:
+            types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+        except Exception:
+            raw = obj.get("id") if isinstance(obj, dict) else None
+            ident = raw if isinstance(raw, str | int) and not isinstance(raw, bool) else None
+            code, message = INVALID_REQUEST, "Invalid request: not a JSON-RPC 2.0 message"
+        else:
+            return None
+    error = {"jsonrpc": "2.0", "id": ident, "error": {"code": code, "message": message}}
+    return json.dumps(error, separators=(",", ":"))
+
+
+class _Checked:
+    """stdin lines for the SDK's transport; a malformed one is answered here and dropped."""
+
+    def __init__(self, lines: Any, out: Any) -> None:
+        self.lines, self.out = lines, out
+
+    def __aiter__(self) -> AsyncIterator[str]:
+        return self._iter()
+
+    async def _iter(self) -> AsyncIterator[str]:
+        async for line in self.lines:
+            error = rpc_error(line)
+            if error is None:
+                yield line
+            else:
+                await self.out.write(error + "\n")
+                await self.out.flush()
+
+
 async def serve_stdio(ctx: Context, *, todo: bool = True) -> None:
-    """Serve :func:`build_server` over stdin/stdout until the client closes them."""
+    """Serve :func:`build_server` over stdin/stdout until the client closes them; a
+    malformed line gets a JSON-RPC error answer (:func:`rpc_error`)."""
     server = build_server(ctx, todo=todo)
-    async with stdio_server() as (read, write):
+    raw_in = TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace")
+    out = anyio.wrap_file(TextIOWrapper(sys.stdout.buffer, encoding="utf-8", write_through=True))
+    stdin = cast("anyio.AsyncFile[str]", _Checked(anyio.wrap_file(raw_in), out))
+    async with stdio_server(stdin, out) as (read, write):
         await server.run(read, write, server.create_initialization_options())

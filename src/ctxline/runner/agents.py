@@ -17,22 +17,28 @@ into the parent's run result, per agent.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from ctxline.errors import ValidationError
 from ctxline.models.base import ModelClient
-from ctxline.record.events import JsonValue, ToolCall
-from ctxline.render.neutral import ToolSpec
+from ctxline.record.events import Event, JsonValue, ToolCall, ToolResult
+from ctxline.record.store.base import MAIN, Store
+from ctxline.record.timeline import TimelineWriter
+from ctxline.render.neutral import INTERRUPTED, ToolSpec
 from ctxline.runner.guards import Limits
+from ctxline.runner.jobs import interrupted_job
+from ctxline.runner.ledger import Ledger
 from ctxline.runner.tools import ArgumentsInvalid, ToolMeta, function_tool
+from ctxline.runner.tree import Share, release, take_share
 from ctxline.tokens.counters import TokenCounter
 from ctxline.tools.base import ToolOutcome
 
 if TYPE_CHECKING:
     from ctxline.runner.loop import Agent
 
-__all__ = ["SPAWN_AGENT", "SubAgents", "clip_tokens"]
+__all__ = ["SPAWN_AGENT", "SubAgents", "clip_tokens", "repair_children"]
 
 SPAWN_AGENT = "spawn_agent"
 CHILD_SYSTEM = (
@@ -117,10 +123,13 @@ class SubAgents:
         return f"{parent.session}/agent-{n}"
 
     async def spawn(
-        self, parent: Agent, call: ToolCall, values: dict[str, Any]
+        self,
+        parent: Agent,
+        call: ToolCall,
+        values: dict[str, Any],
+        *,
+        batch: Mapping[str, int] | None = None,
     ) -> tuple[ToolOutcome, dict[str, JsonValue]]:
-        from ctxline.runner.loop import Agent
-
         names = values.get("tools")
         unknown = [n for n in names or () if n not in parent.registry]
         if unknown:
@@ -133,6 +142,29 @@ class SubAgents:
         budget = values.get("budget")
         if self.max_tokens is not None:
             budget = min(budget or self.max_tokens, self.max_tokens)
+        model = self.model or parent.model
+        share = take_share(parent, registry, budget, batch or {}, model)
+        if share.refused:
+            return ToolOutcome(
+                f"Error: spawn_agent was refused and no sub-agent started: {share.refused}"
+                " (limits and budgets hold for the whole task, sub-agents included).",
+                True,
+            ), {}
+        try:
+            return await self._run_child(parent, call, values, share, model)
+        finally:
+            release(parent, share)
+
+    async def _run_child(
+        self,
+        parent: Agent,
+        call: ToolCall,
+        values: dict[str, Any],
+        share: Share,
+        model: ModelClient,
+    ) -> tuple[ToolOutcome, dict[str, JsonValue]]:
+        from ctxline.runner.loop import Agent
+
         session = self._session(parent)
         link: dict[str, JsonValue] = {
             "session": parent.session,
@@ -142,15 +174,16 @@ class SubAgents:
         }
         parent.store.create_session(session, meta={"parent": link})
         child = Agent(
-            self.model or parent.model,
-            registry,
+            model,
+            share.registry,
             store=parent.store,
             session=session,
             system=self.system,
             options=parent.ctx.options,
             limits=Limits(
                 max_turns=self.max_turns,
-                max_tokens=budget,
+                max_tokens=share.max_tokens,
+                max_cost=share.max_cost,
                 tool_timeout=parent.limits.tool_timeout,
                 repeat_limit=parent.limits.repeat_limit,
                 fail_hint_after=parent.limits.fail_hint_after,
@@ -174,7 +207,7 @@ class SubAgents:
         if not answer:
             detail = f" {result.error}" if result.error else ""
             return ToolOutcome(f"{head} It gave no answer.{detail}", True), {
-                "agent": dict(result.own)
+                "agent": {**result.own, "ran": dict(child.ledger.ran)}
             }
         body = f"{head} Its answer:\n\n{shown}"
         if len(shown) < len(answer):
@@ -183,4 +216,41 @@ class SubAgents:
                 f"\n\n[the answer is {total:,} tokens; the first {self.result_tokens:,} are shown. "
                 f'The whole answer is saved: read_result(handle="{ref}")]'
             )
-        return ToolOutcome(body), {"agent": dict(result.own)}
+        return ToolOutcome(body), {"agent": {**result.own, "ran": dict(child.ledger.ran)}}
+
+
+def repair_children(
+    store: Store, session: str, timeline: str, calls: Sequence[ToolCall], *, depth: int = 8
+) -> list[str]:
+    """Repair the sub-agents of ``calls`` (a parent's ``spawn_agent`` calls left without a
+    result by a runner that stopped): each child's own calls without a result get the
+    interrupted-call result and its jobs the lost-output notice, down to its own children.
+    The child sessions repaired, in order (issue 24: a child killed mid-call was never
+    repaired, its call had no result forever)."""
+    wanted = {c.id for c in calls if c.name == SPAWN_AGENT}
+    if not wanted or depth < 1:
+        return []
+    repaired: list[str] = []
+    prefix = f"{session}/agent-"
+    for info in store.sessions():
+        link = info.meta.get("parent")
+        if not (info.id.startswith(prefix) and isinstance(link, dict)):
+            continue
+        if link.get("session") != session or link.get("timeline") != timeline:
+            continue
+        if link.get("call_id") not in wanted:
+            continue
+        stored = store.read(info.id, MAIN)
+        ledger = Ledger().catch_up(stored)
+        open_calls = ledger.open_calls()
+        events: list[Event] = [
+            ToolResult(c.id, INTERRUPTED, c.name, True, {"runner": {"interrupted": True}})
+            for c in open_calls
+        ]
+        events.extend(interrupted_job(job) for job in ledger.jobs.values())
+        if events:
+            head = stored[-1].seq if stored else 0
+            TimelineWriter(store, info.id, MAIN).append(events, expected_seq=head)
+            repaired.append(info.id)
+        repaired += repair_children(store, info.id, MAIN, open_calls, depth=depth - 1)
+    return repaired

@@ -20,9 +20,12 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from ctxline.discovery.fold import DiscoveryFold
+from ctxline.record.authority import outside_problem, without_authority
+from ctxline.record.codec import canonical_json, event_to_json
 from ctxline.record.events import OWN_KINDS, Event, JsonValue, ToolCall, ToolResult
 from ctxline.runner.guards import Refusal, check_call, refusal_text, strategy_hint
 from ctxline.runner.permissions import PermissionRequest, resolve
+from ctxline.runner.sanitize import clean_arguments, clean_text, error_text
 from ctxline.runner.tools import ArgumentsInvalid, CallContext, FunctionTool, ToolMeta, render_value
 from ctxline.runner.tracing import AttrValue
 from ctxline.tools.base import ToolOutcome
@@ -50,6 +53,8 @@ class Planned:
     invalid: str = ""
     inner: ToolCall | None = None
     """``call_tool``'s call of the revealed tool it runs (same id)."""
+    batch: dict[str, int] = field(default_factory=dict)
+    """The calls of the same reply allowed to run, per tool (a sub-agent's share excludes them)."""
 
 
 def _discovered(agent: Agent, call: ToolCall) -> Planned | ToolCall | None:
@@ -89,7 +94,9 @@ def _plan(agent: Agent, call: ToolCall, allowed: dict[str, int]) -> Planned:
     if found is not None:
         assert agent.discovery is not None
         tool = agent.discovery.tools_by_name[found.name]
-        planned = Planned(call, "app", tool.meta, tool, inner=found if found.name != call.name else None)
+        planned = Planned(
+            call, "app", tool.meta, tool, inner=found if found.name != call.name else None
+        )
     elif tool is not None:
         planned = Planned(call, "app", tool.meta, tool)
     elif call.name in agent.builtin_names:
@@ -180,9 +187,23 @@ def _refused(planned: Planned) -> ToolResult:
 
 
 def _check_events(call: ToolCall, outcome: ToolOutcome) -> ToolOutcome:
-    """A tool may append events with its result, never ctxline's own kinds."""
-    own = [e.kind for e in outcome.events if e.kind in OWN_KINDS or isinstance(e, ToolResult)]
+    """A tool may append events with its result, never ctxline's own kinds nor events that
+    grant authority to a fold (a slot, a runner or discovery mark: :mod:`~ctxline.record.authority`)."""
+    own = [
+        e.kind
+        for e in outcome.events
+        if e.kind in OWN_KINDS or isinstance(e, ToolResult) or outside_problem(e) is not None
+    ]
     if not own:
+        try:
+            for event in outcome.events:
+                canonical_json(event_to_json(event))
+        except Exception as exc:
+            return ToolOutcome(
+                f"Error: tool {call.name!r} returned an event that cannot be recorded"
+                f" ({clean_text(type(exc).__name__)}); its result was discarded.",
+                True,
+            )
         return outcome
     return ToolOutcome(
         f"Error: tool {call.name!r} returned events of kinds {own} that a tool may not append "
@@ -199,7 +220,7 @@ async def _execute(agent: Agent, planned: Planned) -> tuple[ToolOutcome, dict[st
         return outcome, {}
     if planned.kind == "spawn":
         assert agent.subagents is not None
-        return await agent.subagents.spawn(agent, call, planned.values)
+        return await agent.subagents.spawn(agent, call, planned.values, batch=planned.batch)
     tool = planned.tool
     assert tool is not None
     context = CallContext(
@@ -225,8 +246,15 @@ async def _execute(agent: Agent, planned: Planned) -> tuple[ToolOutcome, dict[st
             detailed_tool_error(error, call.name, call.arguments, include_traceback=False), True
         ), {}
     except Exception as exc:  # the model's information, not a crash of the loop
-        return ToolOutcome(detailed_tool_error(exc, call.name, call.arguments), True), {}
-    return _check_events(call, render_value(value)), {}
+        text = error_text(exc, detailed_tool_error, call.name, call.arguments)
+        return ToolOutcome(text, True), {}
+    try:
+        outcome = render_value(value)
+    except Exception as exc:  # a value that cannot be rendered is the tool's error
+        return ToolOutcome(
+            error_text(exc, detailed_tool_error, call.name, call.arguments), True
+        ), {}
+    return _check_events(call, replace(outcome, content=clean_text(outcome.content))), {}
 
 
 async def _run_one(agent: Agent, planned: Planned, gate: asyncio.Semaphore) -> ToolResult:
@@ -248,7 +276,9 @@ async def _run_one(agent: Agent, planned: Planned, gate: asyncio.Semaphore) -> T
                 hint = strategy_hint(agent.ledger, call, agent.limits)
                 if hint:
                     content = f"{content}\n\n{hint}"
-    own = {k: v for k, v in outcome.meta.items() if k not in ("runner", "trimmable")}
+    # an app tool's own meta is data: the keys a fold takes authority from are ctxline's
+    own = {k: clean_arguments(v) for k, v in outcome.meta.items() if k != "trimmable"}
+    own = without_authority(own, () if planned.kind == "app" else ("discovery", "skills", "memory"))
     result = ToolResult(
         call.id, content, call.name, outcome.is_error, {**own, **_meta(planned, ms=ms, **extra)}
     )
@@ -277,7 +307,9 @@ def _run_turn(agent: Agent, group: list[Planned]) -> list[ToolResult]:
         if hint:
             content = f"{content}\n\n{hint}"
         meta = _meta(planned, transaction="turn")
-        results.append(ToolResult(planned.call.id, content, planned.call.name, outcome.is_error, meta))
+        results.append(
+            ToolResult(planned.call.id, content, planned.call.name, outcome.is_error, meta)
+        )
         events.extend(outcome.events)
     agent.append(*results, *events)
     return results
@@ -287,6 +319,8 @@ async def run_calls(agent: Agent, calls: Sequence[ToolCall]) -> list[ToolResult]
     """Decide, run and record every call of one reply; the results in call order."""
     allowed: dict[str, int] = {}
     plans = [_plan(agent, call, allowed) for call in calls]
+    for planned in plans:
+        planned.batch = allowed
     refused = [_refused(p) for p in plans if p.refusal is not None or p.invalid]
     if refused:
         agent.append(*refused)

@@ -95,6 +95,8 @@ class Ledger:
     """Started and not yet notified, by job id."""
     jobs_started: int = 0
     agents_started: int = 0
+    notes_after_reply: int = 0
+    """Job notifications since the last reply: a final answer before them is stale."""
     _open: dict[str, CallEntry] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -121,6 +123,7 @@ class Ledger:
             self.turns += 1
             self.tool_calls += len(event.tool_calls)
             self.last_reply, self.answered = event, set()
+            self.notes_after_reply = 0
             for call in event.tool_calls:
                 new = CallEntry(call.id, call_key(call))
                 self.recent.append(new)
@@ -143,12 +146,17 @@ class Ledger:
             if isinstance(agent, dict):
                 self.agents_started += 1
                 self.totals.add_child(str(agent.get("session") or event.call_id), agent)
+                ran_below = agent.get("ran")  # the child's calls count for the whole tree
+                for name, n in (ran_below if isinstance(ran_below, dict) else {}).items():
+                    if isinstance(n, int) and not isinstance(n, bool) and n > 0:
+                        self.ran[str(name)] = self.ran.get(str(name), 0) + n
         elif isinstance(event, ModelUsage):
             self.totals.add_call(event)
         elif isinstance(event, Notification):
             job = runner_meta(event.meta).get("job")
             if isinstance(job, str):
                 self.jobs.pop(job, None)
+                self.notes_after_reply += 1
 
     # --- questions ----------------------------------------------------------------------
 
@@ -159,8 +167,9 @@ class Ledger:
         return [c for c in self.last_reply.tool_calls if c.id not in self.answered]
 
     def final(self) -> str | None:
-        """The final answer: the last reply's text when it made no tool calls (None: none yet)."""
-        if self.last_reply is None or self.last_reply.tool_calls:
+        """The final answer: the last reply's text when it made no tool calls and no job
+        reported since — the model has not read that report yet (None: none yet)."""
+        if self.last_reply is None or self.last_reply.tool_calls or self.notes_after_reply:
             return None
         return self.last_reply.text
 

@@ -49,7 +49,7 @@ from ctxline.record.events import (
 from ctxline.record.store import MAIN, MemoryStore, Store, new_ulid
 from ctxline.record.store.base import Clock
 from ctxline.render.neutral import INTERRUPTED
-from ctxline.runner.agents import SubAgents
+from ctxline.runner.agents import SubAgents, repair_children
 from ctxline.runner.execute import run_calls
 from ctxline.runner.guards import Limits, budget_stop
 from ctxline.runner.jobs import JobManager, JobsSource, interrupted_job
@@ -58,6 +58,7 @@ from ctxline.runner.model_call import BodyDecoder, call_model, client_options, f
 from ctxline.runner.permissions import ApprovalCallback, PermissionHook, allow_all
 from ctxline.runner.registry import ToolLike, ToolRegistry, pick_builtins
 from ctxline.runner.result import RunResult, StepResult
+from ctxline.runner.sanitize import clean_reply
 from ctxline.runner.tracing import NO_TRACER, Tracer
 from ctxline.runner.usage import price_name
 from ctxline.sources.base import Source
@@ -263,6 +264,7 @@ class Agent:
         self._repaired = True
         self.ctx.refresh()
         self.ledger.catch_up(self.ctx.events)
+        repair_children(self.store, self.session, self.ctx.timeline, self.ledger.open_calls())
         events: list[Event] = [
             ToolResult(c.id, INTERRUPTED, c.name, True, {"runner": {"interrupted": True}})
             for c in self.ledger.open_calls()
@@ -361,6 +363,7 @@ class Agent:
             self.ledger.turns + 1,
             body=self._bodies.body(prep),
         )
+        reply, events = clean_reply(reply, events, turn=self.ledger.turns + 1)  # issue 24
         self.append(*events)
         return reply
 

@@ -35,10 +35,13 @@ session, the blobs) and left out of the schema.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import dataclasses
 import inspect
 import json
 import re
+import threading
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -62,6 +65,7 @@ __all__ = [
     "FunctionTool",
     "ToolMeta",
     "function_tool",
+    "in_daemon_thread",
     "render_value",
     "tool",
 ]
@@ -196,7 +200,33 @@ class FunctionTool:
             kwargs[self.context_param] = context
         if self.is_async:
             return await self.fn(**kwargs)
-        return await asyncio.to_thread(self.fn, **kwargs)
+        return await in_daemon_thread(self.fn, kwargs)
+
+
+async def in_daemon_thread(fn: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+    """``fn(**kwargs)`` in a daemon thread of its own: a call abandoned at its timeout
+    (a read of a FIFO, a hung socket) never blocks the loop's shutdown or the process's
+    exit, as a thread of the default executor would (``run()`` would never return)."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
+    context = contextvars.copy_context()
+
+    def settle(ok: bool, value: Any) -> None:
+        if not future.done():
+            (future.set_result if ok else future.set_exception)(value)
+
+    def work() -> None:
+        try:
+            result: tuple[bool, Any] = (True, context.run(fn, **kwargs))
+        except BaseException as exc:
+            result = (False, exc)
+        with contextlib.suppress(RuntimeError):  # the loop closed: the call was abandoned
+            loop.call_soon_threadsafe(settle, *result)
+
+    threading.Thread(
+        target=work, name=f"ctxline-tool-{getattr(fn, '__name__', 'fn')}", daemon=True
+    ).start()
+    return await future
 
 
 def function_tool(

@@ -15,19 +15,104 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
+import stat
 import subprocess
 from pathlib import Path
 
 from ctxline.runner.tools import FunctionTool, ToolMeta, function_tool
 
-__all__ = ["PathRefused", "confine", "shell_tool", "workspace_tools"]
+__all__ = [
+    "PathRefused",
+    "PatternRefused",
+    "check_pattern",
+    "confine",
+    "shell_tool",
+    "workspace_tools",
+]
 
 MAX_FILE_BYTES = 2_000_000
+MAX_PATTERN_CHARS = 300
+MAX_LINE_CHARS = 2_000
+"""A line is matched on its first this many characters (bounds the work of each search)."""
+MAX_SCAN_CHARS = 20_000_000
+"""The most characters one search_files call matches before it stops and says so."""
 SKIP_DIRS = {".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", ".mypy_cache"}
 
 
 class PathRefused(PermissionError):
     """A path outside the root folder (directly, through ``..`` or through a symlink)."""
+
+
+class PatternRefused(ValueError):
+    """A search pattern whose matching time could explode (nested or overlapping repeats)."""
+
+
+_QUANT = re.compile(r"(?<!\\)(?:[*+]|\{\d*,\d*\})")
+
+
+def check_pattern(pattern: str) -> re.Pattern[str]:
+    """``pattern`` compiled, or :class:`PatternRefused` when it could backtrack
+    catastrophically: Python's ``re`` holds the interpreter lock while it matches, so no
+    timeout can stop it. Refused: a repeat inside a repeated group (``(a+)+``), an
+    alternation inside a repeated group (``(a|aa)*``), back-references, and more than
+    four unbounded repeats in all (``a*a*a*a*a*b``); the pattern is at most
+    :data:`MAX_PATTERN_CHARS` characters. Lines are matched on at most
+    :data:`MAX_LINE_CHARS` characters."""
+    if len(pattern) > MAX_PATTERN_CHARS:
+        raise PatternRefused(
+            f"the pattern is {len(pattern)} characters; the limit is {MAX_PATTERN_CHARS}"
+        )
+    compiled = re.compile(pattern)
+    if re.search(r"\\[1-9]|\(\?P=", pattern):
+        raise PatternRefused("back-references are not supported by search_files")
+    depth: list[bool] = []  # per open group: does it hold a repeat or an alternation?
+    escaped = in_class = False
+    repeats = 0
+    for i, ch in enumerate(pattern):
+        if escaped:
+            escaped = False
+            continue
+        if ch == "\\":
+            escaped = True
+            continue
+        if in_class:
+            in_class = ch != "]"
+            continue
+        if ch == "[":
+            in_class = True
+        elif ch == "(":
+            depth.append(False)
+        elif ch == "|" and depth:
+            depth[-1] = True
+        elif ch == ")" and depth:
+            risky = depth.pop()
+            nxt = pattern[i + 1 : i + 2]
+            if risky and (nxt in ("*", "+") or nxt == "{"):
+                raise PatternRefused(
+                    "a repeated group that itself repeats or alternates (like '(a+)+' or"
+                    " '(a|aa)*') can take exponential time: simplify the pattern"
+                )
+            if depth and (risky or nxt in ("*", "+", "?", "{")):
+                depth[-1] = True
+        elif ch in "*+" or (ch == "{" and _QUANT.match(pattern, i)):
+            if ch in "*+" or "," in pattern[i : pattern.find("}", i) + 1]:
+                repeats += 1
+            if depth:
+                depth[-1] = True
+    if repeats > 4:
+        raise PatternRefused(
+            f"the pattern has {repeats} unbounded repeats; at most 4 keep a search fast"
+        )
+    return compiled
+
+
+def _regular(path: Path, shown: str) -> os.stat_result:
+    """``path``'s stat, or an error unless it is a regular file (a FIFO or a device would
+    block the read forever)."""
+    info = path.stat()
+    if not stat.S_ISREG(info.st_mode):
+        raise ValueError(f"{shown!r} is not a regular file (a FIFO, socket or device is not read)")
+    return info
 
 
 def confine(root: Path, path: str) -> Path:
@@ -66,10 +151,9 @@ def workspace_tools(root: Path) -> list[FunctionTool]:
         target = confine(root, path)
         if target.is_dir():
             raise IsADirectoryError(21, "is a directory", path)
-        if target.stat().st_size > MAX_FILE_BYTES:
-            raise ValueError(
-                f"{path!r} is {target.stat().st_size:,} bytes; the limit is {MAX_FILE_BYTES:,}"
-            )
+        size = _regular(target, path).st_size
+        if size > MAX_FILE_BYTES:
+            raise ValueError(f"{path!r} is {size:,} bytes; the limit is {MAX_FILE_BYTES:,}")
         data = target.read_bytes()
         if b"\x00" in data[:8192]:
             raise ValueError(f"{path!r} is a binary file")
@@ -120,9 +204,10 @@ def workspace_tools(root: Path) -> list[FunctionTool]:
             glob: Only files whose name matches this pattern (e.g. '*.py').
             max_results: The most matching lines to return.
         """
-        regex = re.compile(pattern)
+        regex = check_pattern(pattern)
         base = confine(root, path)
         hits: list[str] = []
+        scanned = 0
         for folder, dirs, files in os.walk(base, followlinks=False):
             dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS)
             for name in sorted(files):
@@ -131,15 +216,20 @@ def workspace_tools(root: Path) -> list[FunctionTool]:
                 file = Path(folder) / name
                 try:
                     resolved = confine(root, str(file.relative_to(root.resolve())))
-                    if resolved.stat().st_size > MAX_FILE_BYTES:
+                    if _regular(resolved, name).st_size > MAX_FILE_BYTES:
                         continue
                     data = resolved.read_bytes()
-                except (PathRefused, OSError):
+                except (PathRefused, OSError, ValueError):
                     continue
                 if b"\x00" in data[:8192]:
                     continue
                 for number, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
-                    if regex.search(line):
+                    scanned += min(len(line), MAX_LINE_CHARS)
+                    if scanned > MAX_SCAN_CHARS:
+                        return "\n".join(
+                            [*hits, f"[stopped after {MAX_SCAN_CHARS:,} characters searched]"]
+                        )
+                    if regex.search(line[:MAX_LINE_CHARS]):
                         hits.append(f"{_shown(root, file)}:{number}: {line[:300]}")
                         if len(hits) >= max_results:
                             return "\n".join([*hits, f"[stopped at {max_results} matches]"])

@@ -22,6 +22,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -43,6 +44,28 @@ MAX_SKILL_BYTES = 1_000_000
 MAX_FILE_BYTES = 2_000_000
 MAX_LISTED = 200
 SKIP = {".git", "__pycache__", ".venv", "node_modules", ".DS_Store"}
+
+
+MAX_FRONT_CHARS = 16_000
+"""Front matter longer than this is refused before YAML reads it."""
+
+
+class _AliasRefused(ValueError):
+    pass
+
+
+class _FrontLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses aliases: front matter never needs them, and a few
+    hundred bytes of nested aliases expand to gigabytes (the billion-laughs bomb)."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
+            raise _AliasRefused(
+                f"YAML aliases ('*name') are not allowed in the front matter (line {mark.line + 2});"
+                " write the value out"
+            )
+        return super().compose_node(parent, index)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,9 +128,18 @@ def parse_skill(text: str, where: str, folder: Path) -> Skill:
         raise ValidationError(
             f"{where}: the front matter has no closing '---'", field="front matter"
         )
+    head = "\n".join(lines[1:end])
+    if len(head) > MAX_FRONT_CHARS:
+        raise ValidationError(
+            f"{where}: the front matter is {len(head):,} characters; the limit is"
+            f" {MAX_FRONT_CHARS:,}",
+            field="front matter",
+        )
     try:
-        front = yaml.safe_load("\n".join(lines[1:end]))
-    except yaml.YAMLError as exc:
+        front = yaml.load(head, Loader=_FrontLoader)
+    except _AliasRefused as exc:
+        raise ValidationError(f"{where}: {exc}", field="front matter") from None
+    except (yaml.YAMLError, RecursionError) as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f" at line {mark.line + 2}" if mark is not None else ""
         raise ValidationError(

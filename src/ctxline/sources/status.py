@@ -253,6 +253,21 @@ class _Call:
         self.failed = False
 
 
+def _below(meta: Mapping[str, JsonValue]) -> dict[str, int]:
+    """The calls a sub-agent ran, per tool, from its result's ``meta.runner.agent.ran``
+    (only ctxline writes ``runner``: docs/trust.md §5), so limits read per task tree."""
+    runner = meta.get("runner")
+    agent = runner.get("agent") if isinstance(runner, dict) else None
+    ran = agent.get("ran") if isinstance(agent, dict) else None
+    if not isinstance(ran, dict):
+        return {}
+    return {
+        str(k): v
+        for k, v in ran.items()
+        if isinstance(v, int) and not isinstance(v, bool) and v > 0
+    }
+
+
 class StatusFold:
     """Running status state over one timeline; :meth:`update` feeds only new events.
 
@@ -288,6 +303,8 @@ class StatusFold:
             if entry is not None and event.is_error:
                 entry.failed = True
                 self.failures[entry.key[0]] = self.failures.get(entry.key[0], 0) + 1
+            for name, n in _below(event.meta).items():  # a sub-agent's calls count here too
+                self.counts[name] = self.counts.get(name, 0) + n
         self.todo.feed(stored)
         self.turn.feed(stored)
         self.fed += 1
