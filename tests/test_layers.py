@@ -81,3 +81,13 @@ def test_the_forbidden_contracts_stay_and_name_real_modules() -> None:
         for module in contract["source_modules"] + contract["forbidden_modules"]:
             path = PACKAGE.joinpath(*module.split(".")[1:])
             assert path.is_dir() or path.with_suffix(".py").is_file(), module
+
+
+def test_docs_architecture_shows_the_layers_of_the_contract() -> None:
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    section = text[text.index("## Layers") : text.index("\n## ", text.index("## Layers"))]
+    shown = section.split("```text\n", 1)[1].split("```", 1)[0].strip().splitlines()
+    assert shown == layers_contract()["layers"]
+    code_map = section.split("```\nsrc/ctxline/\n", 1)[1].split("```", 1)[0]
+    for name in children():  # and the map of the code above it names every module
+        assert re.search(rf"(^|\s){re.escape(name)}(/|\.py)", code_map, re.M), name
