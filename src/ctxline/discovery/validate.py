@@ -6,11 +6,15 @@ the dispatcher checks the arguments against the schema the model was shown, befo
 anything runs, and a mismatch is an error result that names each wrong field and
 shows the schema — never a call with half-right arguments.
 
-The keywords tool schemas use are checked (``type`` and type lists, ``required``,
-``properties``, ``additionalProperties``, ``enum``, ``const``, ``items``, ``min/maxItems``,
-``min/maxLength``, ``minimum``/``maximum`` and the exclusive forms, ``anyOf``/``oneOf``/
-``allOf``, local ``$ref`` to ``$defs``/``definitions``, ``nullable``); others (``format``,
-``pattern``) are left to the tool.
+The checking is ``jsonschema``'s (a base dependency): the draft the schema names in
+``$schema``, else Draft 2020-12, with local ``$ref`` to ``$defs``/``definitions``, plus
+OpenAPI's ``nullable: true`` (``null`` accepted), which tool schemas still use.
+``format`` is not asserted (jsonschema's default). This module only words each error
+for the model: the path of the field (``xs[1]``, ``a.b``, ``(arguments)`` for the whole
+object), what was expected and what came, parents before their fields, at most
+:data:`MAX_PROBLEMS`. A schema that is itself broken (an unknown type name, a bad
+pattern, a ``$ref`` that resolves nowhere) is the tool's fault, not the model's: what
+it cannot check is let through, as before.
 
     >>> problems({"n": "3"}, {"type": "object", "properties": {"n": {"type": "integer"}}})
     ['n: expected integer, got string']
@@ -18,193 +22,157 @@ The keywords tool schemas use are checked (``type`` and type lists, ``required``
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Iterator, Mapping
+from contextlib import suppress
+from functools import cache
+from itertools import islice
+from typing import TYPE_CHECKING, Any
 
 from ctxline.record.events import JsonValue
+
+if TYPE_CHECKING:  # jsonschema is imported on the first check, not with ctxline (~0.1 s)
+    from jsonschema.exceptions import ValidationError
+    from jsonschema.protocols import Validator
 
 __all__ = ["MAX_PROBLEMS", "problems"]
 
 MAX_PROBLEMS = 10
-_MAX_DEPTH = 40
+_COLLECT = 200  # errors read before sorting (parents first) and keeping MAX_PROBLEMS
 
-_TYPES: dict[str, tuple[type, ...]] = {
-    "object": (dict,),
-    "array": (list,),
-    "string": (str,),
-    "boolean": (bool,),
-    "null": (type(None),),
+_BOUNDS = {"minimum": ">=", "maximum": "<=", "exclusiveMinimum": ">", "exclusiveMaximum": "<"}
+_SIZES = {
+    "minItems": ("needs at least", "items"),
+    "maxItems": ("allows at most", "items"),
+    "minLength": ("needs at least", "characters"),
+    "maxLength": ("allows at most", "characters"),
 }
 
 
-_BOUNDS = (
-    ("minimum", ">="),
-    ("maximum", "<="),
-    ("exclusiveMinimum", ">"),
-    ("exclusiveMaximum", "<"),
-)
-
-
-def _type_name(value: JsonValue) -> str:
+def _type_name(value: object) -> str:
     if value is None:
         return "null"
     if isinstance(value, bool):
         return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return type(value).__name__
+    names = {int: "integer", float: "number", str: "string", list: "array", dict: "object"}
+    return names.get(type(value), type(value).__name__)
 
 
-def _is(value: JsonValue, kind: str) -> bool:
-    if kind == "integer":
-        return (isinstance(value, int) and not isinstance(value, bool)) or (
-            isinstance(value, float) and value.is_integer()
-        )
-    if kind == "number":
-        return isinstance(value, int | float) and not isinstance(value, bool)
-    types = _TYPES.get(kind)
-    return types is None or isinstance(value, types)
+def _unless_null(keyword: str, cls: type[Validator]) -> Any:
+    """``keyword``'s own check, skipped for ``null`` where the schema says ``nullable``."""
+    check = cls.VALIDATORS[keyword]
 
-
-class _Checker:
-    def __init__(self, root: Mapping[str, JsonValue]) -> None:
-        self.root = root
-        self.out: list[str] = []
-
-    def ref(self, ref: str) -> Mapping[str, JsonValue] | None:
-        if not ref.startswith("#/"):
-            return None
-        node: JsonValue = self.root
-        for part in ref[2:].split("/"):
-            if not isinstance(node, dict):
-                return None
-            node = node.get(part.replace("~1", "/").replace("~0", "~"))
-        return node if isinstance(node, dict) else None
-
-    def fail(self, where: str, message: str) -> None:
-        if len(self.out) < MAX_PROBLEMS:
-            self.out.append(f"{where or '(arguments)'}: {message}")
-
-    def check(self, value: JsonValue, schema: JsonValue, where: str, depth: int = 0) -> None:
-        if not isinstance(schema, dict) or depth > _MAX_DEPTH:
-            return  # true / {} / unknown: anything goes
-        ref = schema.get("$ref")
-        if isinstance(ref, str):
-            target = self.ref(ref)
-            if target is not None:
-                self.check(value, target, where, depth + 1)
-        if value is None and schema.get("nullable") is True:
+    def nullable(
+        validator: Validator, value: Any, instance: Any, schema: Mapping[str, Any]
+    ) -> Iterator[ValidationError]:
+        if instance is None and schema.get("nullable") is True:
             return
-        kinds = schema.get("type")
-        if isinstance(kinds, str):
-            kinds = [kinds]
-        if isinstance(kinds, list) and kinds and not any(_is(value, str(k)) for k in kinds):
-            self.fail(where, f"expected {' or '.join(map(str, kinds))}, got {_type_name(value)}")
-            return
-        if "enum" in schema and isinstance(schema["enum"], list) and value not in schema["enum"]:
-            allowed = ", ".join(repr(v) for v in schema["enum"][:12])
-            self.fail(where, f"expected one of {allowed}, got {value!r}"[:300])
-        if "const" in schema and value != schema["const"]:
-            self.fail(where, f"expected {schema['const']!r}, got {value!r}"[:300])
-        self.combinators(value, schema, where, depth)
-        if isinstance(value, dict):
-            self.object(value, schema, where, depth)
-        elif isinstance(value, list):
-            self.array(value, schema, where, depth)
-        elif isinstance(value, str):
-            self.bounds(len(value), schema, where, "minLength", "maxLength", "characters")
-        elif _is(value, "number"):
-            self.number(value, schema, where)
+        yield from check(validator, value, instance, schema)
 
-    def combinators(
-        self, value: JsonValue, schema: Mapping[str, JsonValue], where: str, depth: int
-    ) -> None:
-        for key in ("anyOf", "oneOf"):
-            options = schema.get(key)
-            if (
-                isinstance(options, list)
-                and options
-                and not any(not problems(value, o, self.root, depth + 1) for o in options)
-            ):
-                self.fail(where, f"matches none of the {len(options)} allowed shapes ({key})")
-        every = schema.get("allOf")
-        if isinstance(every, list):
-            for option in every:
-                self.check(value, option, where, depth + 1)
-
-    def object(
-        self, value: dict[str, JsonValue], schema: Mapping[str, JsonValue], where: str, depth: int
-    ) -> None:
-        props = schema.get("properties")
-        props = props if isinstance(props, dict) else {}
-        required = schema.get("required")
-        for name in required if isinstance(required, list) else []:
-            if name not in value:
-                self.fail(_join(where, str(name)), "required, missing")
-        extra = schema.get("additionalProperties", True)
-        for name, item in value.items():
-            if name in props:
-                self.check(item, props[name], _join(where, name), depth + 1)
-            elif extra is False:
-                known = ", ".join(map(str, props)) or "none"
-                self.fail(_join(where, name), f"not a parameter of this tool (they are: {known})")
-            elif isinstance(extra, dict):
-                self.check(item, extra, _join(where, name), depth + 1)
-
-    def array(
-        self, value: list[JsonValue], schema: Mapping[str, JsonValue], where: str, depth: int
-    ) -> None:
-        self.bounds(len(value), schema, where, "minItems", "maxItems", "items")
-        items = schema.get("items")
-        if isinstance(items, dict):
-            for i, item in enumerate(value):
-                self.check(item, items, f"{where}[{i}]", depth + 1)
-
-    def bounds(
-        self, n: int, schema: Mapping[str, JsonValue], where: str, lo: str, hi: str, unit: str
-    ) -> None:
-        low, high = schema.get(lo), schema.get(hi)
-        if isinstance(low, int) and n < low:
-            self.fail(where, f"needs at least {low} {unit}, got {n}")
-        if isinstance(high, int) and n > high:
-            self.fail(where, f"allows at most {high} {unit}, got {n}")
-
-    def number(self, value: JsonValue, schema: Mapping[str, JsonValue], where: str) -> None:
-        assert isinstance(value, int | float)
-        for key, sign in _BOUNDS:
-            bound = schema.get(key)
-            if not isinstance(bound, int | float) or isinstance(bound, bool):
-                continue
-            ok = {
-                ">=": value >= bound,
-                "<=": value <= bound,
-                ">": value > bound,
-                "<": value < bound,
-            }
-            if not ok[sign]:
-                self.fail(where, f"must be {sign} {bound}, got {value}")
+    return nullable
 
 
-def _join(where: str, name: str) -> str:
-    return f"{where}.{name}" if where else name
+@cache
+def _validator_class(base: type[Validator]) -> type[Validator]:
+    import jsonschema
+
+    keywords = ("type", "enum", "const")
+    extended: type[Validator] = jsonschema.validators.extend(  # type: ignore[no-untyped-call]
+        base, {k: _unless_null(k, base) for k in keywords if k in base.VALIDATORS}
+    )
+    return extended
 
 
-def problems(
-    arguments: JsonValue,
-    schema: JsonValue,
-    root: Mapping[str, JsonValue] | None = None,
-    depth: int = 0,
-) -> list[str]:
-    """What is wrong with ``arguments`` for ``schema`` (at most :data:`MAX_PROBLEMS`); empty
-    when they fit. ``root`` resolves ``$ref`` (default: ``schema`` itself)."""
-    base = root if root is not None else (schema if isinstance(schema, dict) else {})
-    checker = _Checker(base)
-    checker.check(arguments, schema, "", depth)
-    return checker.out
+def _path(error: ValidationError) -> str:
+    where = ""
+    for part in error.absolute_path:
+        where += f"[{part}]" if isinstance(part, int) else (f".{part}" if where else str(part))
+    return where
+
+
+def _extras(error: ValidationError) -> list[str]:
+    """The names ``additionalProperties: false`` refused (jsonschema words them in one line)."""
+    schema, instance = error.schema, error.instance
+    if not isinstance(schema, Mapping) or not isinstance(instance, dict):
+        return []
+    props = schema.get("properties") or {}
+    patterns = list(schema.get("patternProperties") or {})
+    return [
+        name
+        for name in instance
+        if name not in props and not any(re.search(p, name) for p in patterns)
+    ]
+
+
+def _describe(error: ValidationError) -> Iterator[tuple[str, str]]:
+    """(path, message) for one jsonschema error, worded for the model."""
+    where, kind = _path(error), error.validator
+    want: Any = error.validator_value
+    got: Any = error.instance
+    join = (lambda name: f"{where}.{name}") if where else str
+    if kind == "type":
+        kinds = [want] if isinstance(want, str) else list(want)
+        yield where, f"expected {' or '.join(map(str, kinds))}, got {_type_name(got)}"
+    elif kind == "required" and isinstance(got, dict):
+        for name in (n for n in want if n not in got):
+            yield join(str(name)), "required, missing"
+    elif kind == "additionalProperties" and want is False:
+        schema: Any = error.schema
+        known = ", ".join(map(str, schema.get("properties") or {})) or "none"
+        for name in _extras(error):
+            yield join(name), f"not a parameter of this tool (they are: {known})"
+    elif kind == "enum":
+        allowed = ", ".join(repr(v) for v in list(want)[:12])
+        yield where, f"expected one of {allowed}, got {got!r}"[:300]
+    elif kind == "const":
+        yield where, f"expected {want!r}, got {got!r}"[:300]
+    elif kind in _SIZES:
+        verb, unit = _SIZES[str(kind)]
+        yield where, f"{verb} {want} {unit}, got {len(got)}"
+    elif kind in _BOUNDS:
+        yield where, f"must be {_BOUNDS[str(kind)]} {want}, got {got}"
+    elif kind in ("anyOf", "oneOf") and (error.context or kind == "anyOf"):
+        yield where, f"matches none of the {len(want)} allowed shapes ({kind})"
+    elif kind == "oneOf":
+        yield where, f"matches more than one of the {len(want)} allowed shapes (oneOf)"
+    else:  # pattern, uniqueItems, not, false schemas …: jsonschema's own words
+        yield where, error.message[:300]
+
+
+def _errors(arguments: JsonValue, schema: dict[str, JsonValue]) -> list[ValidationError]:
+    import jsonschema
+    import referencing.exceptions
+
+    base = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    validator = _validator_class(base)(schema)
+    errors: list[ValidationError] = []
+    broken = (
+        jsonschema.exceptions.UnknownType,
+        re.error,
+        referencing.exceptions.Unresolvable,
+        jsonschema.SchemaError,
+    )
+    # a broken schema past some point: keep what was found before it
+    with suppress(*broken, RecursionError):
+        errors.extend(islice(validator.iter_errors(arguments), _COLLECT))
+    return errors
+
+
+def problems(arguments: JsonValue, schema: JsonValue) -> list[str]:
+    """What is wrong with ``arguments`` for ``schema`` (at most :data:`MAX_PROBLEMS`, parents
+    before their fields); empty when they fit."""
+    if not isinstance(schema, dict):
+        return []  # true / a non-schema: anything goes
+    errors = _errors(arguments, schema)
+    errors.sort(key=lambda e: len(e.absolute_path))
+    # a value of the wrong type: that is the news, not its enum or bounds
+    mistyped = {_path(e) for e in errors if e.validator == "type"}
+    out: list[str] = []
+    for error in errors:
+        if _path(error) in mistyped and error.validator != "type":
+            continue
+        for where, message in _describe(error):
+            line = f"{where or '(arguments)'}: {message}"
+            if line not in out:
+                out.append(line)
+    return out[:MAX_PROBLEMS]
