@@ -44,7 +44,7 @@ from ctxline.record.events import JsonValue, ToolCall
 from ctxline.render.ids import ID_LIMITS, IdMap, OverlayIds, provider_id
 from ctxline.render.neutral import NeutralMessage, NeutralRequest, ToolSpec, check_pairing
 from ctxline.render.openai import arguments_text, schema, spec_text
-from ctxline.render.stream import BodyParts, Stream, split_body
+from ctxline.render.stream import TOOLS_SLOT, BodyParts, Stream, ToolsBytes, split_body
 from ctxline.text import clean_json, clean_text
 
 __all__ = [
@@ -118,6 +118,14 @@ def _tool(spec: ToolSpec) -> Block:
     return tool
 
 
+def _tools(tools: Sequence[ToolSpec], marked: bool) -> list[Block]:
+    """The tools array; ``marked``: the last tool carries the prefix's cache breakpoint."""
+    out = [_tool(spec) for spec in tools]
+    if marked and out:
+        out[-1] = {**out[-1], "cache_control": dict(_CACHE)}
+    return out
+
+
 def _mark(block: Block) -> None:
     block["cache_control"] = dict(_CACHE)
 
@@ -144,6 +152,7 @@ class AnthropicAssembler:
     """Messages API bodies; merged messages that can no longer grow are cached as bytes."""
 
     def __init__(self) -> None:
+        self._tools = ToolsBytes(_tools)
         self.reset()
 
     def reset(self) -> None:
@@ -264,17 +273,17 @@ class AnthropicAssembler:
         system_blocks = _text(system)
         if system_blocks:
             body["system"] = system_blocks
-        if tools:
-            body["tools"] = [_tool(spec) for spec in tools]
+        tools_bytes = b""
+        if tools:  # rendered once per offered set (see ToolsBytes)
+            body["tools"] = TOOLS_SLOT
+            tools_bytes = self._tools.get(tools, cache and not system_blocks)
         for name, value in (extra or {}).items():
             if name in ("model", "max_tokens", "messages", "system", "tools"):
                 raise ValidationError("set by the renderer; it cannot come from extra", field=name)
             body[clean_text(name)] = clean_json(value)
-        if cache:
-            prefix = body.get("system") or body.get("tools")
-            if prefix:
-                prefix[-1] = {**prefix[-1], "cache_control": dict(_CACHE)}
-        head, foot = split_body(body)
+        if cache and system_blocks:  # else the breakpoint is on the last tool
+            system_blocks[-1] = {**system_blocks[-1], "cache_control": dict(_CACHE)}
+        head, foot = split_body(body, tools_bytes)
         lead = head
         if first_role == "assistant":
             lead += _message_bytes("user", [{"type": "text", "text": CONTINUED}])

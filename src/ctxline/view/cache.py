@@ -42,7 +42,7 @@ from ctxline.record.events import (
     UserMessage,
 )
 from ctxline.render.anthropic import AnthropicAssembler
-from ctxline.render.neutral import HistoryBuilder, NeutralMessage, escape_json
+from ctxline.render.neutral import HistoryBuilder, NeutralMessage, ToolSpec, escape_json
 from ctxline.render.openai import OpenAIAssembler
 from ctxline.sources.base import Source
 from ctxline.sources.branch import BranchMark, render_branch
@@ -118,6 +118,9 @@ class ViewCache:
     """Counts of long texts made since the writer last stored them (key → tokens)."""
     new_blobs: dict[str, str] = field(default_factory=dict)
     """Texts newly shown only through a handle (handle → text), for the writer to save."""
+    tools_json: tuple[tuple[ToolSpec, ...], str] = ((), "")
+    """The offered tools and their canonical JSON (what the report counts), made once
+    per ``tools`` event: a step with 2,000 tools serializes no schema."""
     _sources: tuple[Source, ...] = ()
 
     def reset_view(self) -> None:
