@@ -38,9 +38,13 @@ def split_body(body: dict[str, Any], tools: bytes = b"") -> tuple[bytes, bytes]:
     :data:`TOOLS_SLOT` becomes the ``tools`` bytes (canonical JSON of the array)."""
     body = {**body, "messages": _PLACEHOLDER}
     raw = canonical_json(body)
-    if body.get("tools") == TOOLS_SLOT:
-        raw = raw.replace(f'"{TOOLS_SLOT}"'.encode(), tools, 1)
     head, _, foot = raw.partition(f'"{_PLACEHOLDER}"'.encode())
+    if body.get("tools") == TOOLS_SLOT:  # spliced into the short parts: one copy
+        slot = f'"{TOOLS_SLOT}"'.encode()
+        if slot in foot:
+            foot = foot.replace(slot, tools, 1)
+        else:
+            head = head.replace(slot, tools, 1)
     return head + b"[", b"]" + foot
 
 
