@@ -30,6 +30,7 @@ import statistics
 import time
 from collections import Counter
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -126,6 +127,10 @@ def dumps_loop(specs: list[ToolSpec]) -> bytes:
     return json.dumps(tools).encode()
 
 
+def peer_convert(convert: Callable[[Any], Any], tools: list[dict[str, Any]]) -> list[Any]:
+    return [convert(t) for t in tools]
+
+
 def full_scan(catalog: Catalog, docs: list[tuple[str, list[str]]], query: str) -> list[str]:
     """The previous ``Catalog.search``: BM25 over every tool, then all sorted."""
     parsed = parse_query(query)
@@ -150,8 +155,8 @@ def search_ms(catalog: Catalog, rounds: int) -> dict[str, dict[str, float]]:
     old: list[float] = []
     for _ in range(rounds):
         for q in QUERIES:
-            ours += timed(lambda q=q: catalog.search(q), 1)  # type: ignore[misc]
-            old += timed(lambda q=q: full_scan(catalog, docs, q), 1)  # type: ignore[misc]
+            ours += timed(partial(catalog.search, q), 1)
+            old += timed(partial(full_scan, catalog, docs, q), 1)
     return {"ctxline": quantiles(ours), "full_scan": quantiles(old)}
 
 
@@ -160,10 +165,13 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--rounds", type=int, default=20)
     args = parser.parse_args()
+    convert_to_openai_tool: Callable[[Any], Any] | None
     try:
-        from langchain_core.utils.function_calling import convert_to_openai_tool
+        from langchain_core.utils import function_calling
     except ImportError:  # the peer is optional
         convert_to_openai_tool = None
+    else:
+        convert_to_openai_tool = function_calling.convert_to_openai_tool
     out: dict[str, Any] = {
         "benchmark": "bench_catalog",
         "catalog": str(CATALOG.relative_to(HERE.parent)),
@@ -180,7 +188,7 @@ def main() -> None:
             "tools_json_bytes": len(dumps_loop(specs)),
             "prepare_ms": {p: prepare_ms(specs, p, args.steps) for p in MODELS},
             "peer_per_step_ms": {
-                "json_dumps_loop": quantiles(timed(lambda: dumps_loop(specs), args.steps))
+                "json_dumps_loop": quantiles(timed(partial(dumps_loop, specs), args.steps))
             },
             "search_ms": search_ms(catalog, args.rounds),
         }
@@ -190,7 +198,7 @@ def main() -> None:
                 for s in specs
             ]
             row["peer_per_step_ms"]["langchain"] = quantiles(
-                timed(lambda: [convert_to_openai_tool(t) for t in lc_tools], args.steps)
+                timed(partial(peer_convert, convert_to_openai_tool, lc_tools), args.steps)
             )
         out["counts"][str(n)] = row
     print(json.dumps(out, indent=2))
