@@ -153,6 +153,8 @@ class AnthropicAssembler:
 
     def __init__(self) -> None:
         self._tools = ToolsBytes(_tools)
+        self._head_key: tuple[object, ...] | None = None
+        self._head_foot = (b"", b"")
         self.reset()
 
     def reset(self) -> None:
@@ -208,6 +210,36 @@ class AnthropicAssembler:
             else:
                 changes[item] = _message_bytes(*groups[0])
         self._stream.replace(changes)
+
+    def _head(
+        self,
+        system: str,
+        tools: Sequence[ToolSpec],
+        model: str,
+        max_tokens: int,
+        cache: bool,
+        extra: Mapping[str, JsonValue] | None,
+    ) -> tuple[bytes, bytes]:
+        """The bytes around the messages, made again only when what they hold changes."""
+        key = (system, tuple(tools), model, max_tokens, cache, canonical_json(dict(extra or {})))
+        if key == self._head_key:
+            return self._head_foot
+        body: dict[str, Any] = {"model": clean_text(model), "max_tokens": max_tokens}
+        system_blocks = _text(system)
+        if system_blocks:
+            body["system"] = system_blocks
+        tools_bytes = b""
+        if tools:  # rendered once per offered set (see ToolsBytes)
+            body["tools"] = TOOLS_SLOT
+            tools_bytes = self._tools.get(tools, cache and not system_blocks)
+        for name, value in (extra or {}).items():
+            if name in ("model", "max_tokens", "messages", "system", "tools"):
+                raise ValidationError("set by the renderer; it cannot come from extra", field=name)
+            body[clean_text(name)] = clean_json(value)
+        if cache and system_blocks:  # else the breakpoint is on the last tool
+            system_blocks[-1] = {**system_blocks[-1], "cache_control": dict(_CACHE)}
+        self._head_key, self._head_foot = key, split_body(body, tools_bytes)
+        return self._head_foot
 
     def assemble(
         self,
@@ -269,21 +301,7 @@ class AnthropicAssembler:
             for j, candidate in enumerate(blocks_of):
                 if candidate is block:
                     blocks_of[j] = {**candidate, "cache_control": dict(_CACHE)}
-        body: dict[str, Any] = {"model": clean_text(model), "max_tokens": max_tokens}
-        system_blocks = _text(system)
-        if system_blocks:
-            body["system"] = system_blocks
-        tools_bytes = b""
-        if tools:  # rendered once per offered set (see ToolsBytes)
-            body["tools"] = TOOLS_SLOT
-            tools_bytes = self._tools.get(tools, cache and not system_blocks)
-        for name, value in (extra or {}).items():
-            if name in ("model", "max_tokens", "messages", "system", "tools"):
-                raise ValidationError("set by the renderer; it cannot come from extra", field=name)
-            body[clean_text(name)] = clean_json(value)
-        if cache and system_blocks:  # else the breakpoint is on the last tool
-            system_blocks[-1] = {**system_blocks[-1], "cache_control": dict(_CACHE)}
-        head, foot = split_body(body, tools_bytes)
+        head, foot = self._head(system, tools, model, max_tokens, cache, extra)
         lead = head
         if first_role == "assistant":
             lead += _message_bytes("user", [{"type": "text", "text": CONTINUED}])
