@@ -105,6 +105,9 @@ def test_search_matches_the_full_scan(
     assert found(catalog, q, limit, tags=tags, group=group) == reference_search(
         catalog, q, limit, tags, group
     )
+    # the words' shares kept from earlier queries give the same answers
+    for again in (" ".join(reversed(query)), q, query[0]):
+        assert found(catalog, again, limit) == reference_search(catalog, again, limit)
 
 
 def big_real_catalog(n: int) -> Catalog:

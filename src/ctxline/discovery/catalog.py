@@ -165,6 +165,8 @@ class _Index:
                 self.by_tag.setdefault(tag, set()).add(i)
             self.by_group.setdefault(e.group, set()).add(i)
         self.norms = self._norms(self.total / len(entries) if entries else 0.0)
+        self.shares: dict[str, list[tuple[int, float]]] = {}
+        """A word's shares over the whole catalog, kept once a query asked for it."""
 
     @staticmethod
     def _norm(length: int, avgdl: float) -> float:
@@ -204,6 +206,16 @@ class _Index:
                 out[i] = n
         return out
 
+    def _shares(
+        self, term: tuple[str, ...], keep: set[int] | None, n_docs: int, norms: list[float]
+    ) -> list[tuple[int, float]]:
+        """Each tool's share of the score for ``term`` (idf × saturated term frequency)."""
+        counts = self._counts(term, keep)
+        having = len(counts)
+        value = math.log((n_docs - having + 0.5) / (having + 0.5))
+        idf = value if value > 0 else 1e-6
+        return [(i, idf * tf * (K1 + 1) / (tf + norms[i])) for i, tf in counts.items()]
+
     def scores(self, query: Query, keep: set[int] | None) -> dict[int, float]:
         """BM25 plus the name bonus of every tool (among ``keep``) a term occurs in."""
         n_docs = len(self.names) if keep is None else len(keep)
@@ -218,12 +230,13 @@ class _Index:
                 norms[i] = self._norm(self.lengths[i], avgdl)
         out: dict[int, float] = {}
         for term in query.terms:
-            counts = self._counts(term, keep)
-            having = len(counts)
-            value = math.log((n_docs - having + 0.5) / (having + 0.5))
-            idf = value if value > 0 else 1e-6
-            for i, tf in counts.items():
-                out[i] = out.get(i, 0.0) + idf * tf * (K1 + 1) / (tf + norms[i])
+            shares = self.shares.get(term[0]) if keep is None and len(term) == 1 else None
+            if shares is None:
+                shares = self._shares(term, keep, n_docs, norms)
+                if keep is None and len(term) == 1 and shares:  # the same for every query
+                    self.shares[term[0]] = shares
+            for i, share in shares:
+                out[i] = out.get(i, 0.0) + share
         wanted = query.words
         for i, score in out.items():
             parts = self.name_parts[i]
