@@ -20,7 +20,9 @@ descriptions and schemas are escaped (:func:`ctxline.tags.escape`) once, here.
 from __future__ import annotations
 
 import difflib
+import heapq
 import json
+import math
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -30,7 +32,7 @@ from typing import Any
 
 from ctxline.errors import ValidationError
 from ctxline.record.events import JsonValue
-from ctxline.record.store.textsearch import bm25_scores, parse_query, words
+from ctxline.record.store.textsearch import Query, parse_query, words
 from ctxline.render.neutral import ToolSpec, escape_json
 from ctxline.tags import escape
 
@@ -45,6 +47,8 @@ FIELD_WEIGHT = 2
 NAME_BONUS = 2.0
 """Added times the share of a tool's name words the query holds: a query that names a
 tool (``create jira issue``) puts it before longer names that merely contain it."""
+K1, B = 1.2, 0.75
+"""BM25's parameters (those of :func:`~ctxline.record.store.textsearch.bm25_scores`)."""
 MAX_CATALOG_BYTES = 50_000_000
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 
@@ -137,6 +141,110 @@ def _index(entry: CatalogEntry) -> list[str]:
     return doc + words(entry.spec.description)
 
 
+class _Index:
+    """Postings of the catalog's words: which tools hold each word, how often, so a
+    search visits only the tools its words occur in. The scores are those of
+    :func:`ctxline.record.store.textsearch.bm25_scores` over every tool, to the bit:
+    the same terms, in the same order, with the same float operations."""
+
+    def __init__(self, entries: list[CatalogEntry]) -> None:
+        self.entries = entries
+        self.names = [e.name for e in entries]
+        self.docs = [_index(e) for e in entries]
+        self.lengths = [len(doc) for doc in self.docs]
+        self.total = sum(self.lengths)
+        self.postings: dict[str, dict[int, int]] = {}
+        for i, doc in enumerate(self.docs):
+            for word, tf in Counter(doc).items():
+                self.postings.setdefault(word, {})[i] = tf
+        self.name_parts = [frozenset(name_words(name)) for name in self.names]
+        self.by_tag: dict[str, set[int]] = {}
+        self.by_group: dict[str, set[int]] = {}
+        for i, e in enumerate(entries):
+            for tag in e.tags:
+                self.by_tag.setdefault(tag, set()).add(i)
+            self.by_group.setdefault(e.group, set()).add(i)
+        self.norms = self._norms(self.total / len(entries) if entries else 0.0)
+        self.shares: dict[str, list[tuple[int, float]]] = {}
+        """A word's shares over the whole catalog, kept once a query asked for it."""
+
+    @staticmethod
+    def _norm(length: int, avgdl: float) -> float:
+        return K1 * (1 - B + B * length / avgdl)
+
+    def _norms(self, avgdl: float) -> list[float]:
+        avgdl = avgdl or 1.0
+        return [self._norm(n, avgdl) for n in self.lengths]
+
+    def narrowed(self, tags: Sequence[str], group: str | None) -> set[int]:
+        """The tools with any of ``tags`` (all when none) and in ``group`` (any when None)."""
+        keep = set(range(len(self.names)))
+        if tags:
+            keep = set().union(*(self.by_tag.get(t, set()) for t in set(tags)))
+        if group is not None:
+            keep &= self.by_group.get(group, set())
+        return keep
+
+    def _counts(self, term: tuple[str, ...], keep: set[int] | None) -> dict[int, int]:
+        """Tool → occurrences of ``term`` (a phrase: as consecutive words), among ``keep``."""
+        if len(term) == 1:
+            found = self.postings.get(term[0], {})
+            return found if keep is None else {i: tf for i, tf in found.items() if i in keep}
+        lists = [self.postings.get(w, {}) for w in term]
+        shortest = min(lists, key=len)
+        out = {}
+        k = len(term)
+        for i in shortest:
+            if (keep is not None and i not in keep) or not all(i in p for p in lists):
+                continue
+            tokens = self.docs[i]
+            n = 0
+            for j in range(len(tokens) - k + 1):
+                if tokens[j] == term[0] and tuple(tokens[j : j + k]) == term:
+                    n += 1
+            if n:
+                out[i] = n
+        return out
+
+    def _shares(
+        self, term: tuple[str, ...], keep: set[int] | None, n_docs: int, norms: list[float]
+    ) -> list[tuple[int, float]]:
+        """Each tool's share of the score for ``term`` (idf × saturated term frequency)."""
+        counts = self._counts(term, keep)
+        having = len(counts)
+        value = math.log((n_docs - having + 0.5) / (having + 0.5))
+        idf = value if value > 0 else 1e-6
+        return [(i, idf * tf * (K1 + 1) / (tf + norms[i])) for i, tf in counts.items()]
+
+    def scores(self, query: Query, keep: set[int] | None) -> dict[int, float]:
+        """BM25 plus the name bonus of every tool (among ``keep``) a term occurs in."""
+        n_docs = len(self.names) if keep is None else len(keep)
+        if not n_docs:
+            return {}
+        if keep is None:
+            norms = self.norms
+        else:
+            avgdl = sum(self.lengths[i] for i in keep) / n_docs or 1.0
+            norms = [0.0] * len(self.names)
+            for i in keep:
+                norms[i] = self._norm(self.lengths[i], avgdl)
+        out: dict[int, float] = {}
+        for term in query.terms:
+            shares = self.shares.get(term[0]) if keep is None and len(term) == 1 else None
+            if shares is None:
+                shares = self._shares(term, keep, n_docs, norms)
+                if keep is None and len(term) == 1 and shares:  # the same for every query
+                    self.shares[term[0]] = shares
+            for i, share in shares:
+                out[i] = out.get(i, 0.0) + share
+        wanted = query.words
+        for i, score in out.items():
+            parts = self.name_parts[i]
+            coverage = len(parts & wanted) / len(parts) if parts else 0.0
+            out[i] = score + NAME_BONUS * coverage
+        return out
+
+
 class Catalog:
     """Discoverable tools, unique by name, searchable (see the module docstring)."""
 
@@ -151,9 +259,7 @@ class Catalog:
                     field="name",
                 )
             self._entries[entry.name] = entry
-        self._docs = [(name, _index(e)) for name, e in self._entries.items()]
-        self._docs_counted = [(i, doc, Counter(doc)) for i, (_, doc) in enumerate(self._docs)]
-        self._name_words = [frozenset(name_words(name)) for name, _ in self._docs]
+        self._index = _Index(list(self._entries.values()))
 
     @classmethod
     def of(cls, tools: Iterable[Any]) -> Catalog:
@@ -197,33 +303,18 @@ class Catalog:
         """The tools matching any word of ``query``, best first (BM25; ties by name).
 
         ValidationError for a query without words. ``tags``/``group`` narrow the search
-        to tools with any of the tags / in the group.
+        to tools with any of the tags / in the group. The cost is that of the tools the
+        query's words occur in (an inverted index), not of the catalog.
         """
         parsed = parse_query(query)
-        docs = self._docs_counted
+        index = self._index
+        keep = None
         if tags or group is not None:
-            keep = {
-                name
-                for name, e in self._entries.items()
-                if (not tags or set(tags) & set(e.tags)) and (group is None or e.group == group)
-            }
-            docs = [d for d in docs if self._docs[d[0]][0] in keep]
-        wanted = parsed.words
-        scored = [
-            (i, score + NAME_BONUS * self._coverage(i, wanted))
-            for i, score in bm25_scores(docs, parsed)
-        ]
-        scored.sort(key=lambda s: (-s[1], self._docs[s[0]][0]))
-        out = []
-        for i, score in scored[:limit]:
-            name = self._docs[i][0]
-            out.append(CatalogHit(name, round(score, 6), self._entries[name]))
-        return out
-
-    def _coverage(self, i: int, wanted: frozenset[str]) -> float:
-        """The share of a tool's name words that the query holds (1.0: the query names it)."""
-        parts = self._name_words[i]
-        return len(parts & wanted) / len(parts) if parts else 0.0
+            keep = index.narrowed(tags, group)
+        scored = index.scores(parsed, keep)
+        best = heapq.nsmallest(limit, scored.items(), key=lambda s: (-s[1], index.names[s[0]]))
+        entries = index.entries
+        return [CatalogHit(index.names[i], round(score, 6), entries[i]) for i, score in best]
 
     def nearest(self, name: str, k: int = 3) -> list[str]:
         """The catalog names closest to ``name`` (spelling first, then shared words)."""

@@ -44,7 +44,7 @@ from ctxline.record.events import JsonValue, ToolCall
 from ctxline.render.ids import ID_LIMITS, IdMap, OverlayIds, provider_id
 from ctxline.render.neutral import NeutralMessage, NeutralRequest, ToolSpec, check_pairing
 from ctxline.render.openai import arguments_text, schema, spec_text
-from ctxline.render.stream import BodyParts, Stream, split_body
+from ctxline.render.stream import TOOLS_SLOT, BodyParts, Stream, ToolsBytes, split_body
 from ctxline.text import clean_json, clean_text
 
 __all__ = [
@@ -118,6 +118,14 @@ def _tool(spec: ToolSpec) -> Block:
     return tool
 
 
+def _tools(tools: Sequence[ToolSpec], marked: bool) -> list[Block]:
+    """The tools array; ``marked``: the last tool carries the prefix's cache breakpoint."""
+    out = [_tool(spec) for spec in tools]
+    if marked and out:
+        out[-1] = {**out[-1], "cache_control": dict(_CACHE)}
+    return out
+
+
 def _mark(block: Block) -> None:
     block["cache_control"] = dict(_CACHE)
 
@@ -144,6 +152,9 @@ class AnthropicAssembler:
     """Messages API bodies; merged messages that can no longer grow are cached as bytes."""
 
     def __init__(self) -> None:
+        self._tools = ToolsBytes(_tools)
+        self._head_key: tuple[object, ...] | None = None
+        self._head_foot = (b"", b"")
         self.reset()
 
     def reset(self) -> None:
@@ -199,6 +210,36 @@ class AnthropicAssembler:
             else:
                 changes[item] = _message_bytes(*groups[0])
         self._stream.replace(changes)
+
+    def _head(
+        self,
+        system: str,
+        tools: Sequence[ToolSpec],
+        model: str,
+        max_tokens: int,
+        cache: bool,
+        extra: Mapping[str, JsonValue] | None,
+    ) -> tuple[bytes, bytes]:
+        """The bytes around the messages, made again only when what they hold changes."""
+        key = (system, tuple(tools), model, max_tokens, cache, canonical_json(dict(extra or {})))
+        if key == self._head_key:
+            return self._head_foot
+        body: dict[str, Any] = {"model": clean_text(model), "max_tokens": max_tokens}
+        system_blocks = _text(system)
+        if system_blocks:
+            body["system"] = system_blocks
+        tools_bytes = b""
+        if tools:  # rendered once per offered set (see ToolsBytes)
+            body["tools"] = TOOLS_SLOT
+            tools_bytes = self._tools.get(tools, cache and not system_blocks)
+        for name, value in (extra or {}).items():
+            if name in ("model", "max_tokens", "messages", "system", "tools"):
+                raise ValidationError("set by the renderer; it cannot come from extra", field=name)
+            body[clean_text(name)] = clean_json(value)
+        if cache and system_blocks:  # else the breakpoint is on the last tool
+            system_blocks[-1] = {**system_blocks[-1], "cache_control": dict(_CACHE)}
+        self._head_key, self._head_foot = key, split_body(body, tools_bytes)
+        return self._head_foot
 
     def assemble(
         self,
@@ -260,21 +301,7 @@ class AnthropicAssembler:
             for j, candidate in enumerate(blocks_of):
                 if candidate is block:
                     blocks_of[j] = {**candidate, "cache_control": dict(_CACHE)}
-        body: dict[str, Any] = {"model": clean_text(model), "max_tokens": max_tokens}
-        system_blocks = _text(system)
-        if system_blocks:
-            body["system"] = system_blocks
-        if tools:
-            body["tools"] = [_tool(spec) for spec in tools]
-        for name, value in (extra or {}).items():
-            if name in ("model", "max_tokens", "messages", "system", "tools"):
-                raise ValidationError("set by the renderer; it cannot come from extra", field=name)
-            body[clean_text(name)] = clean_json(value)
-        if cache:
-            prefix = body.get("system") or body.get("tools")
-            if prefix:
-                prefix[-1] = {**prefix[-1], "cache_control": dict(_CACHE)}
-        head, foot = split_body(body)
+        head, foot = self._head(system, tools, model, max_tokens, cache, extra)
         lead = head
         if first_role == "assistant":
             lead += _message_bytes("user", [{"type": "text", "text": CONTINUED}])

@@ -47,7 +47,7 @@ from ctxline.render.neutral import (
     check_pairing,
     escape_json,
 )
-from ctxline.render.stream import BodyParts, Stream, split_body
+from ctxline.render.stream import TOOLS_SLOT, BodyParts, Stream, ToolsBytes, split_body
 from ctxline.tags import escape
 from ctxline.text import clean_json, clean_text
 
@@ -82,6 +82,10 @@ def _tool(spec: ToolSpec) -> dict[str, Any]:
         function["description"] = spec_text(spec.description)
     function["parameters"] = schema(spec.parameters)
     return {"type": "function", "function": function}
+
+
+def _tools(tools: Sequence[ToolSpec], marked: bool) -> list[dict[str, Any]]:
+    return [_tool(spec) for spec in tools]
 
 
 def _call(call: ToolCall, ids: IdMap) -> dict[str, Any]:
@@ -122,6 +126,7 @@ class OpenAIAssembler:
         """The call ids of the last body that are not sent as they are: (view id, sent id)."""
         self._head_key: tuple[object, ...] | None = None
         self._head_foot = (b"", b"")
+        self._tools = ToolsBytes(_tools)
 
     def _head(
         self,
@@ -133,8 +138,10 @@ class OpenAIAssembler:
         key = (tuple(tools), model, max_tokens, canonical_json(dict(extra or {})))
         if key != self._head_key:
             body: dict[str, Any] = {"model": clean_text(model)}
-            if tools:
-                body["tools"] = [_tool(spec) for spec in tools]
+            tools_bytes = b""
+            if tools:  # rendered once per offered set, whatever else changes
+                body["tools"] = TOOLS_SLOT
+                tools_bytes = self._tools.get(tools)
             if max_tokens is not None:
                 body["max_completion_tokens"] = max_tokens
             for name, value in (extra or {}).items():
@@ -143,7 +150,7 @@ class OpenAIAssembler:
                         "set by the renderer; it cannot come from extra", field=name
                     )
                 body[clean_text(name)] = clean_json(value)
-            self._head_key, self._head_foot = key, split_body(body)
+            self._head_key, self._head_foot = key, split_body(body, tools_bytes)
         return self._head_foot
 
     def assemble(

@@ -6,6 +6,12 @@ foot come from rendering the body with a unique placeholder for the messages. A
 :class:`Stream` keeps the bytes of every frozen message (one that can never change
 again) joined and hashed incrementally, so a step costs O(new messages), not O(history).
 
+The tools array is the same from step to step (it changes with a ``tools`` event): a
+:class:`ToolsBytes` keeps its canonical bytes, rendered once per offered set, and
+:func:`split_body` splices them in where the body holds :data:`TOOLS_SLOT` — the same
+bytes as serializing the array inside the body (compact JSON is context-free), so a step
+with 2,000 tools neither renders nor serializes a schema.
+
     head, foot = split_body({"model": "gpt-4.1", "messages": []})
 """
 
@@ -13,23 +19,54 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ctxline.record.codec import canonical_json
 
-__all__ = ["BodyParts", "Stream", "split_body"]
+__all__ = ["TOOLS_SLOT", "BodyParts", "Stream", "ToolsBytes", "split_body"]
 
 _PLACEHOLDER = "ctxline-messages-" + secrets.token_hex(16)
+TOOLS_SLOT = "ctxline-tools-" + secrets.token_hex(16)
+"""Put in a body's ``tools`` (a random token no input can know): :func:`split_body`
+replaces it with the ``tools`` bytes it is given."""
 
 
-def split_body(body: dict[str, Any]) -> tuple[bytes, bytes]:
-    """(bytes before the messages array's items, bytes after them)."""
+def split_body(body: dict[str, Any], tools: bytes = b"") -> tuple[bytes, bytes]:
+    """(bytes before the messages array's items, bytes after them); a ``tools`` value of
+    :data:`TOOLS_SLOT` becomes the ``tools`` bytes (canonical JSON of the array)."""
     body = {**body, "messages": _PLACEHOLDER}
     raw = canonical_json(body)
     head, _, foot = raw.partition(f'"{_PLACEHOLDER}"'.encode())
+    if body.get("tools") == TOOLS_SLOT:  # spliced into the short parts: one copy
+        slot = f'"{TOOLS_SLOT}"'.encode()
+        if slot in foot:
+            foot = foot.replace(slot, tools, 1)
+        else:
+            head = head.replace(slot, tools, 1)
     return head + b"[", b"]" + foot
+
+
+class ToolsBytes:
+    """The canonical bytes of a rendered tools array, kept while the offered set holds.
+
+    ``render(tools, marked)`` makes the array (``marked``: the last tool carries the
+    cache breakpoint). The key is the tuple of specs: the record's fold keeps one tuple
+    per ``tools`` event, so a step compares it by identity, item by item.
+    """
+
+    def __init__(self, render: Callable[[Sequence[Any], bool], list[Any]]) -> None:
+        self._render = render
+        self._key: tuple[tuple[Any, ...], bool] | None = None
+        self._bytes = b""
+
+    def get(self, tools: Sequence[Any], marked: bool = False) -> bytes:
+        key = (tuple(tools), marked)
+        if key != self._key:
+            self._bytes = canonical_json(self._render(key[0], marked))
+            self._key = key
+        return self._bytes
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,7 +42,7 @@ from ctxline.record.events import (
     UserMessage,
 )
 from ctxline.render.anthropic import AnthropicAssembler
-from ctxline.render.neutral import HistoryBuilder, NeutralMessage, escape_json
+from ctxline.render.neutral import HistoryBuilder, NeutralMessage, ToolSpec, escape_json
 from ctxline.render.openai import OpenAIAssembler
 from ctxline.sources.base import Source
 from ctxline.sources.branch import BranchMark, render_branch
@@ -118,6 +118,11 @@ class ViewCache:
     """Counts of long texts made since the writer last stored them (key → tokens)."""
     new_blobs: dict[str, str] = field(default_factory=dict)
     """Texts newly shown only through a handle (handle → text), for the writer to save."""
+    reader_tools: tuple[ToolSpec, ...] | None = None
+    """The offered tools :attr:`reader` was found among."""
+    tools_json: tuple[tuple[ToolSpec, ...], str] = ((), "")
+    """The offered tools and their canonical JSON (what the report counts), made once
+    per ``tools`` event: a step with 2,000 tools serializes no schema."""
     _sources: tuple[Source, ...] = ()
 
     def reset_view(self) -> None:
@@ -176,7 +181,11 @@ class ViewCache:
             if reduction is not None and self.fed_seq:
                 self.pending.append(reduction)
         # no tools event: nothing is offered (builtin tools off, an integration's own tools)
-        self.reader = reader_of(t.name for t in rec.tools) if rec.tools_event is not None else None
+        if rec.tools_event is None:
+            self.reader = None
+        elif rec.tools is not self.reader_tools:  # once per tools event, not per step
+            self.reader = reader_of(t.name for t in rec.tools)
+            self.reader_tools = rec.tools
         opts = setup.options
         key = (opts.fresh_limit, opts.timestamps, self.reader, opts.call_labels)
         if key != self.view_key:

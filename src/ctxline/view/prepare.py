@@ -31,7 +31,7 @@ from typing import Any
 from ctxline.record.codec import canonical_json
 from ctxline.record.events import Guide, JsonValue, RequestHeader, StoredEvent
 from ctxline.render.ids import IdMap
-from ctxline.render.neutral import NeutralMessage
+from ctxline.render.neutral import NeutralMessage, ToolSpec
 from ctxline.render.stream import BodyParts
 from ctxline.sources.base import Source
 from ctxline.sources.branch import BranchMark
@@ -118,6 +118,19 @@ def view_messages(cache: ViewCache, setup: ViewSetup) -> list[ViewMessage]:
     return frozen + [ViewMessage(m, t) for m, t in zip(live, _count(cache, setup, live), strict=True)]
 
 
+def _tools_json(cache: ViewCache, tools: tuple[ToolSpec, ...]) -> str:
+    """The tools as canonical JSON (counted as the report's ``tools``), once per set."""
+    if not tools:
+        return ""
+    if cache.tools_json[0] != tools:  # the fold keeps one tuple per tools event
+        listed = [
+            {"name": t.name, "description": t.description, "parameters": t.parameters}
+            for t in tools
+        ]
+        cache.tools_json = (tools, canonical_json(listed).decode())
+    return cache.tools_json[1]
+
+
 def render_step(
     cache: ViewCache,
     setup: ViewSetup,
@@ -146,13 +159,7 @@ def render_step(
     persona = escape("\n\n".join(t for t in rec.system_texts if t))
     system = "\n\n".join(t for t in (persona, guide_text, inputs.system_suffix) if t)
     tools = rec.tools
-    tools_json = (
-        canonical_json(
-            [{"name": t.name, "description": t.description, "parameters": t.parameters} for t in tools]
-        ).decode()
-        if tools
-        else ""
-    )
+    tools_json = _tools_json(cache, tools)
     id_map: IdMap
     if options.provider == "openai":
         parts = cache.openai.assemble(

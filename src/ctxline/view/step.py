@@ -408,6 +408,8 @@ def plan_step(
     if wanted_json is None:
         wanted_json = canonical_json([tool_json(t) for t in setup.tools])
     step.offered_json = wanted_json
+    if wanted_json is not rec.tools_bytes and wanted_json == rec.tools_bytes:
+        rec.tools_bytes = wanted_json  # equal bytes: the next steps compare by identity
     if (
         (rec.tools_event is not None or setup.tools)
         and wanted_json != rec.tools_bytes
