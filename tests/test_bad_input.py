@@ -125,7 +125,7 @@ CASES |= {
     "append-unknown-timeline": Case(("append", "--session", "demo", "--timeline", "nope"), stdin=USER, needle="no timeline"),
     "append-create-unknown-timeline": Case(("append", "--session", "new", "--create", "--timeline", "alt"), stdin=USER, needle="no timeline"),
     "append-stale-expected-seq": Case(("append", "--session", "demo", "--expected-seq", "1"), stdin=USER, needle="conflict"),
-    "append-huge-expected-seq": Case(("append", "--session", "demo", "--expected-seq", "9" * 40), stdin=USER, needle="conflict"),
+    "append-huge-expected-seq": Case(("append", "--session", "demo", "--expected-seq", "9" * 40), stdin=USER, needle="--expected-seq"),
     "append-expected-seq-not-a-number": Case(("append", "--session", "demo", "--expected-seq", "x"), stdin=USER, needle="--expected-seq"),
     "append-orphan-result": Case(("append", "--session", "demo"), stdin='{"kind": "tool.result", "call_id": "ghost", "content": "x"}\n', needle="ghost"),
     "append-reused-id": Case(("append", "--session", "demo"), stdin='{"kind": "user.message", "text": "other", "id": "u-1"}\n', needle="already stored"),
@@ -170,7 +170,7 @@ CASES |= {
     "show-width-not-a-number": Case(("show", "--session", "demo", "--width", "wide"), needle="--width"),
     "fork-beyond-the-head": Case(("fork", "--session", "demo", "--at", "99", "--name", "f"), needle="fork point"),
     "fork-negative": Case(("fork", "--session", "demo", "--at", "-1", "--name", "f"), needle="at_seq"),
-    "fork-huge": Case(("fork", "--session", "demo", "--at", "9" * 30, "--name", "f"), needle="at_seq"),
+    "fork-huge": Case(("fork", "--session", "demo", "--at", "9" * 30, "--name", "f"), needle="--at"),
     "fork-empty-name": Case(("fork", "--session", "demo", "--at", "1", "--name", ""), needle="timeline"),
     "fork-name-taken": Case(("fork", "--session", "demo", "--at", "1", "--name", "main"), needle="already exists"),
     "fork-unknown-session": Case(("fork", "--session", "nope", "--at", "0", "--name", "f"), needle="no session"),
@@ -362,7 +362,7 @@ def test_the_real_command_never_shows_a_traceback_and_debug_does(tmp_path: Path)
     debug = ctxline("--debug", "export", "--session", "s", "--db", str(db))
     assert debug.returncode == 2
     assert b"Traceback" in debug.stderr
-    assert debug.stderr.rstrip().endswith(b"(nothing was created)")
+    assert b"(nothing was created)" in debug.stderr.splitlines()[-1]
     env = ctxline("export", "--session", "s", "--db", str(db), env={"CTXLINE_DEBUG": "1"})
     assert b"Traceback" in env.stderr
 
