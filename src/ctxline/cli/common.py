@@ -20,6 +20,7 @@ import traceback
 import unicodedata
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
+from pathlib import Path
 from typing import IO, Any, NoReturn, TypeVar
 
 import click
@@ -163,6 +164,30 @@ def _with_hint(exc: BaseException, message: str) -> str:
     return f"{message}: {hint}" if hint else message
 
 
+def _inputs() -> str:
+    """The files the invoked command was given (``--model script:x.jsonl``, ``PATH``), as
+    typed: what an error about unreadable input names."""
+    ctx = invoked()
+    if ctx is None:
+        return ""
+    named = []
+    for param in ctx.command.params:
+        value = ctx.params.get(param.name or "")
+        if not isinstance(value, str | os.PathLike) or not str(value):
+            continue
+        text = str(value)
+        path = text.partition(":")[2] if text.startswith("script:") else text
+        with suppress(OSError, ValueError):
+            if Path(path).exists() and text not in ("ctxline.db", "."):
+                flag = (
+                    param.opts[0] if isinstance(param, click.Option) else param.human_readable_name
+                )
+                named.append(f"{flag} {text}" if flag.startswith("-") else text)
+    if len(named) > 1:
+        return f"one of {', '.join(named)}"
+    return named[0] if named else ""
+
+
 def _model_message(exc: CtxlineError) -> str:
     """A failed model call, with the URL it went to and the likely fix."""
     ctx = invoked()
@@ -193,8 +218,9 @@ def report(exc: BaseException) -> NoReturn:
         fail("out of memory: the input is too large for this machine; nothing was written")
     if isinstance(exc, RecursionError):  # input nested deeper than Python can follow
         fail(
-            "the input is nested too deeply to read (RecursionError); nothing was written:"
-            " flatten it (ctxline reads JSON and YAML up to 200 levels deep)"
+            f"{_inputs() or 'the input'} is nested too deeply to read (RecursionError);"
+            " nothing was written: flatten it (ctxline reads JSON and YAML up to 200 levels"
+            " deep)"
         )
     if isinstance(exc, SyntaxError):  # user code (a --tools module) that does not compile
         where = f"{exc.filename}, line {exc.lineno}" if exc.filename else "a Python file"

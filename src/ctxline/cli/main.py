@@ -221,7 +221,13 @@ KIND_STYLE = {
 @click.option("--session", required=True)
 @click.option("--timeline", default=MAIN, show_default=True)
 @db_option
-@click.option("--width", default=100, show_default=True, help="Characters of text per event.")
+@click.option(
+    "--width",
+    type=click.IntRange(1, 1_000_000),
+    default=100,
+    show_default=True,
+    help="Characters of text per event.",
+)
 def show_cmd(session: str, timeline: str, db: str, width: int) -> None:
     """Print a readable timeline."""
     with one_line_errors():

@@ -22,7 +22,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ctxline.cli.common import fail, one_line_errors
+from ctxline.cli.common import bounded_int, fail, one_line_errors
 from ctxline.cli.hints import explain_model_error, is_endpoint_error
 from ctxline.context import BUILTIN_TOOLS
 from ctxline.errors import CtxlineError
@@ -36,6 +36,10 @@ from ctxline.runner import Agent, Limits, StepResult
 from ctxline.view.options import PrepareOptions
 
 __all__ = ["chat_cmd", "eval_cmd"]
+
+
+MAX_INSTANCES = 100_000
+"""The most instances per family ``eval --n`` takes (each is a model call)."""
 
 
 class EndpointDown(CtxlineError):
@@ -116,11 +120,18 @@ def _table(summary: dict[str, JsonValue]) -> Table:
     show_default=True,
     help="Comma-separated probe families.",
 )
-@click.option("--n", "n", type=int, default=50, show_default=True, help="Instances per family.")
+@click.option(
+    "--n",
+    "n",
+    type=bounded_int(max=MAX_INSTANCES),
+    default=50,
+    show_default=True,
+    help="Instances per family.",
+)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option(
     "--excerpt-tokens",
-    type=int,
+    type=bounded_int(max=1_000_000),
     default=400,
     show_default=True,
     help="Tokens of real trajectory per instance.",
@@ -196,7 +207,7 @@ def eval_cmd(
 @click.option(
     "--system", "persona", default="You are a helpful assistant. Answer briefly.", show_default=True
 )
-@click.option("--max-output", type=int, default=256, show_default=True)
+@click.option("--max-output", type=click.IntRange(1, 1_000_000), default=256, show_default=True)
 def chat_cmd(
     model: str, base_url: str | None, db: str, session: str, persona: str, max_output: int
 ) -> None:
