@@ -508,3 +508,101 @@ def test_a_tools_module_with_a_syntax_error_is_exit_2(
     assert result.exit_code == 2, result.stderr
     assert "broken_tools.py, line 1" in result.stderr
     assert result.stderr.count("\n") == 1
+
+
+# --- damaged metadata, untrusted text in tables, skills confinement -----------------
+
+
+def test_show_on_corrupt_session_metadata_is_exit_2_naming_it(
+    template: tuple[Path, str], tmp_path: Path
+) -> None:
+    db = tmp_path / "demo.db"
+    shutil.copyfile(template[0], db)
+    conn = sqlite3.connect(db)
+    conn.execute("UPDATE sessions SET meta = '{not json' WHERE id = 'demo'")
+    conn.commit()
+    conn.close()
+    for command in (["show"], ["export"]):
+        result = CliRunner().invoke(
+            main, [*command, "--session", "demo", "--db", str(db)], catch_exceptions=False
+        )
+        assert result.exit_code == 2, (command, result.exit_code, result.stdout[:300])
+        assert "session 'demo'" in result.stderr
+        assert "doctor" in result.stderr
+        assert result.stderr.count("\n") == 1
+
+
+SEPARATORS = ("\u2028", "\u2029", "\x85", "\x1b[31m", "\u202e", "\x07")
+
+
+@pytest.mark.parametrize("sep", SEPARATORS)
+def test_skills_list_escapes_line_separators_and_controls(sep: str, tmp_path: Path) -> None:
+    skill = tmp_path / "skills" / "notes"
+    skill.mkdir(parents=True)
+    escaped = "".join(f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}" for c in sep)
+    (skill / "SKILL.md").write_text(
+        f'---\nname: notes\ndescription: "first{escaped}second"\n---\nbody\n'
+    )
+    result = CliRunner().invoke(main, ["skills", "list", "--dir", str(tmp_path / "skills")])
+    assert result.exit_code == 0, result.stderr
+    assert sep not in result.stdout
+    assert sep[0] not in result.stdout
+    assert result.stdout.count("\n") == 1
+    assert "first\\" in result.stdout
+
+
+@pytest.mark.parametrize("sep", SEPARATORS)
+def test_tables_escape_untrusted_text(sep: str, tmp_path: Path) -> None:
+    db = tmp_path / "t.db"
+    store = SQLiteStore(db)
+    store.create_session("s")
+    store.append("s", [UserMessage(f"one{sep}two [bold]markup[/bold]")])
+    store.close()
+    result = CliRunner(env={"COLUMNS": "200"}).invoke(
+        main, ["show", "--session", "s", "--db", str(db)]
+    )
+    assert result.exit_code == 0, result.stderr
+    assert sep[0] not in result.stdout
+    assert "[bold]markup[/bold]" in result.stdout  # shown as typed, not read as markup
+
+
+def _skill(folder: Path, name: str) -> None:
+    folder.mkdir(parents=True)
+    (folder / "SKILL.md").write_text(f"---\nname: {name}\ndescription: d\n---\nsecret body\n")
+
+
+def test_a_skill_folder_symlinked_out_of_the_skills_folder_is_refused(tmp_path: Path) -> None:
+    _skill(tmp_path / "outside" / "leak", "leak")
+    skills = tmp_path / "skills"
+    _skill(skills / "fine", "fine")
+    (skills / "leak").symlink_to(tmp_path / "outside" / "leak", target_is_directory=True)
+    result = CliRunner().invoke(main, ["skills", "show", "leak", "--dir", str(skills)])
+    assert result.exit_code == 2, result.stdout
+    assert "secret body" not in result.stdout
+    assert "symlink" in result.stderr
+    assert "outside" in result.stderr
+    assert result.stderr.count("\n") == 1
+
+
+def test_a_skill_file_symlinked_out_of_its_folder_is_refused(tmp_path: Path) -> None:
+    _skill(tmp_path / "outside" / "leak", "leak")
+    skills = tmp_path / "skills"
+    (skills / "leak").mkdir(parents=True)
+    (skills / "leak" / "SKILL.md").symlink_to(tmp_path / "outside" / "leak" / "SKILL.md")
+    for args in (["skills", "list"], ["skills", "show", "leak"]):
+        result = CliRunner().invoke(main, [*args, "--dir", str(skills)])
+        assert result.exit_code == 2, (args, result.stdout)
+        assert "secret body" not in result.stdout
+        assert "symlink" in result.stderr
+
+
+def test_a_symlink_inside_the_skills_folder_still_loads(tmp_path: Path) -> None:
+    skills = tmp_path / "skills"
+    _skill(skills / "real", "real")
+    (skills / "store").mkdir()
+    _skill(skills / "store" / "alias", "alias")
+    (skills / "alias").symlink_to(skills / "store" / "alias", target_is_directory=True)
+    result = CliRunner().invoke(main, ["skills", "list", "--dir", str(skills)])
+    assert result.exit_code == 0, result.stderr
+    assert "alias: d" in result.stdout
+    assert "real: d" in result.stdout

@@ -20,7 +20,7 @@ from rich.text import Text
 
 from ctxline import __version__
 from ctxline.cli.admin import doctor_cmd, search_cmd
-from ctxline.cli.common import CtxlineGroup, db_option, iter_jsonl, one_line_errors
+from ctxline.cli.common import CtxlineGroup, cell, db_option, iter_jsonl, one_line, one_line_errors
 from ctxline.cli.mcp import mcp_cmd
 from ctxline.cli.memory import memory_group
 from ctxline.cli.models import chat_cmd, eval_cmd
@@ -124,7 +124,7 @@ def sessions_cmd(db: str, as_json: bool) -> None:
         return
     table = Table("session", "events", "timelines", "created")
     for s in infos:
-        table.add_row(s.id, str(s.events), str(s.timelines), format_at(s.created_at)[:19])
+        table.add_row(cell(s.id), str(s.events), str(s.timelines), format_at(s.created_at)[:19])
     Console().print(table)
 
 
@@ -232,13 +232,14 @@ def show_cmd(session: str, timeline: str, db: str, width: int) -> None:
     """Print a readable timeline."""
     with one_line_errors():
         store = _open(db, read_only=True)
+        store.session(session)  # damaged session metadata is exit 2 here, as export's is
         info = store.timeline(session, timeline)
         events = store.read(session, timeline)
         store.close()
     console = Console()
-    title = f"{session} / {timeline}: {len(events)} events"
+    title = Text(one_line(f"{session} / {timeline}: {len(events)} events"))
     if info.parent is not None:
-        title += f" (forked from {info.parent} at seq {info.fork_seq})"
+        title.append(one_line(f" (forked from {info.parent} at seq {info.fork_seq})"))
     table = Table(title=title, show_lines=False)
     table.add_column("seq", justify="right")
     table.add_column("at")
@@ -248,8 +249,8 @@ def show_cmd(session: str, timeline: str, db: str, width: int) -> None:
         table.add_row(
             str(ev.seq),
             format_at(ev.at)[:19].replace("T", " "),
-            Text(ev.kind, KIND_STYLE.get(ev.kind, "")),
-            Text(describe(ev.event, width)),
+            cell(ev.kind, KIND_STYLE.get(ev.kind, "")),
+            cell(describe(ev.event, width)),
         )
     console.print(table)
 

@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ctxline.cli.common import (
+    cell,
     db_option,
     model_options,
     one_line_errors,
@@ -81,7 +82,11 @@ def prepare_cmd(
     if as_json:
         out = sys.stdout.buffer
         out.write(
-            b'{"report":' + canonical_json(prep.report.to_json()) + b',"request":' + prep.body_bytes + b"}\n"
+            b'{"report":'
+            + canonical_json(prep.report.to_json())
+            + b',"request":'
+            + prep.body_bytes
+            + b"}\n"
         )
         out.flush()
         return
@@ -144,9 +149,9 @@ def requests_cmd(session: str, timeline: str, db: str, as_json: bool) -> None:
         table.add_row(
             str(r["step"]),
             str(r["upto_seq"]),
-            str(r["provider"]),
-            f"{r['tokens']:,}",
-            str(r["sha256"]),
+            cell(r["provider"]),
+            f"{r['tokens']:,}" if isinstance(r["tokens"], int) else cell(r["tokens"]),
+            cell(r["sha256"]),
         )
     Console().print(table)
 
