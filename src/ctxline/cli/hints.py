@@ -163,7 +163,9 @@ def _session_hint(exc: UnknownSession, command: str, params: Mapping[str, Any]) 
     if command == "append":
         fix = "add --create to start a new session by that name"
         return f"{near} (or {fix})" if near else fix
-    listing = f"see `ctxline sessions --db {db}`" if db else "see `ctxline sessions`"
+    listing = (
+        "see `ctxline sessions` with the same --db"  # never echo a URL: it may hold a password
+    )
     return f"{near} ({listing})" if near else listing
 
 
@@ -192,10 +194,10 @@ def _validation_hint(exc: ValidationError, params: Mapping[str, Any]) -> str:
     if exc.field == "model" and "kind:name" in message:
         return _model_hint(str(params.get("model") or ""))
     if exc.field == "step" and message.startswith("no request step"):
-        session, db = params.get("session"), params.get("db")
-        return f"see `ctxline requests --session {session} --db {db}` for the logged steps"
+        session = params.get("session")
+        return f"see `ctxline requests --session {session}` with the same --db for the logged steps"
     if exc.field == "id" and message.startswith("no memory"):
-        return f"see `ctxline memory list --db {params.get('db')}` (and its owner options)"
+        return "see `ctxline memory list` with the same --db and owner options"
     if message == "no such file or folder" and exc.source:
         return _near_paths(exc.source)
     if exc.field == "catalog" and message.startswith("no such catalog"):
