@@ -20,16 +20,19 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
+import click
 import pytest
 from click.testing import CliRunner
 
 from ctxline.cli.main import main
+from ctxline.cli.options import MAX_INT, FiniteFloat
 from ctxline.record.events import AssistantMessage, ToolCall, ToolResult, UserMessage
 from ctxline.record.store import SQLiteStore
 from storage_env import ctxline
 
 BIG = "9" * 5000
 DEEP = "[" * 1000 + "]" * 1000
+DEEP_100K = "[" * 100_000 + "]" * 100_000
 DEEP_250 = "[" * 250 + "]" * 250
 USER = '{"kind": "user.message", "text": "hi"}'
 
@@ -125,7 +128,7 @@ CASES |= {
     "append-unknown-timeline": Case(("append", "--session", "demo", "--timeline", "nope"), stdin=USER, needle="no timeline"),
     "append-create-unknown-timeline": Case(("append", "--session", "new", "--create", "--timeline", "alt"), stdin=USER, needle="no timeline"),
     "append-stale-expected-seq": Case(("append", "--session", "demo", "--expected-seq", "1"), stdin=USER, needle="conflict"),
-    "append-huge-expected-seq": Case(("append", "--session", "demo", "--expected-seq", "9" * 40), stdin=USER, needle="conflict"),
+    "append-huge-expected-seq": Case(("append", "--session", "demo", "--expected-seq", "9" * 40), stdin=USER, needle="--expected-seq"),
     "append-expected-seq-not-a-number": Case(("append", "--session", "demo", "--expected-seq", "x"), stdin=USER, needle="--expected-seq"),
     "append-orphan-result": Case(("append", "--session", "demo"), stdin='{"kind": "tool.result", "call_id": "ghost", "content": "x"}\n', needle="ghost"),
     "append-reused-id": Case(("append", "--session", "demo"), stdin='{"kind": "user.message", "text": "other", "id": "u-1"}\n', needle="already stored"),
@@ -170,7 +173,7 @@ CASES |= {
     "show-width-not-a-number": Case(("show", "--session", "demo", "--width", "wide"), needle="--width"),
     "fork-beyond-the-head": Case(("fork", "--session", "demo", "--at", "99", "--name", "f"), needle="fork point"),
     "fork-negative": Case(("fork", "--session", "demo", "--at", "-1", "--name", "f"), needle="at_seq"),
-    "fork-huge": Case(("fork", "--session", "demo", "--at", "9" * 30, "--name", "f"), needle="at_seq"),
+    "fork-huge": Case(("fork", "--session", "demo", "--at", "9" * 30, "--name", "f"), needle="--at"),
     "fork-empty-name": Case(("fork", "--session", "demo", "--at", "1", "--name", ""), needle="timeline"),
     "fork-name-taken": Case(("fork", "--session", "demo", "--at", "1", "--name", "main"), needle="already exists"),
     "fork-unknown-session": Case(("fork", "--session", "nope", "--at", "0", "--name", "f"), needle="no session"),
@@ -246,6 +249,25 @@ CASES |= {
     "memory-show-unknown": Case(("memory", "show", "m-nope"), needle="no memory"),
     "memory-forget-unknown": Case(("memory", "forget", "m-nope"), needle="no memory"),
     "memory-list-missing-db": Case(("memory", "list", "--db", "{missing}"), needle="no such database"),
+    "append-deep-100k": Case(("append", "--session", "demo"), stdin=_line(DEEP_100K), needle="levels deep"),
+    "append-deep-objects-100k": Case(("append", "--session", "demo"), stdin=_line('{"a": ' * 100_000 + "1" + "}" * 100_000), needle="levels deep"),
+    "import-events-deep-100k": Case(("import", F, "--format", "events"), file=_line(DEEP_100K), needle="levels deep"),
+    "import-openai-deep-100k": Case(("import", F, "--format", "openai"), file=FORMAT_BIG["openai"].replace(BIG, DEEP_100K), needle="deep"),
+    "replay-deep-100k": Case(("replay", F, "--db", ":memory:"), file=FORMAT_BIG["openai"].replace(BIG, DEEP_100K), needle="deep"),
+    "tools-search-catalog-deep-100k": Case(("tools", "search", "git", "--catalog", F), file='[{"name": "a", "inputSchema": ' + '{"a": ' * 100_000 + "1" + "}" * 100_000 + "}]", needle="deep"),
+    "run-script-deep-100k": Case(("run", "hello", "--model", "script:{file}"), file='{"text": ' + DEEP_100K + "}\n", needle="--model script:"),
+    "chat-script-deep-100k": Case(("chat", "--model", "script:{file}"), file='{"text": ' + DEEP_100K + "}\n", needle="nested too deeply"),
+    "eval-script-deep-100k": Case(("eval", "--model", "script:{file}"), file='{"text": ' + DEEP_100K + "}\n", needle="nested too deeply"),
+    "doctor-cache-claude-deep-100k": Case(("doctor", "--cache", F), file='{"type": "assistant", "message": ' + DEEP_100K + "}\n", needle="deep"),
+    "skills-list-deep-yaml": Case(("skills", "list", "--dir", "{deepskill}"), needle="nested too deeply"),
+    "run-max-cost-nan": Case(("run", "hello", "--model", "script:{file}", "--max-cost", "nan"), file='{"text": "ok"}\n', needle="--max-cost"),
+    "run-max-cost-inf": Case(("run", "hello", "--model", "script:{file}", "--max-cost", "inf"), file='{"text": "ok"}\n', needle="--max-cost"),
+    "run-huge-turns": Case(("run", "hello", "--model", "script:{file}", "--max-turns", BIG[:40]), file='{"text": "ok"}\n', needle="--max-turns"),
+    "replay-write-premium-huge": Case(("replay", F, "--write-premium", "1e308", "--db", ":memory:"), file=FORMAT_BIG["openai"].replace(BIG, "1"), needle="--write-premium"),
+    "replay-alpha-nan": Case(("replay", F, "--alpha", "nan", "--db", ":memory:"), file=FORMAT_BIG["openai"].replace(BIG, "1"), needle="--alpha"),
+    "replay-pressure-nan": Case(("replay", F, "--pressure", "nan", "--db", ":memory:"), file=FORMAT_BIG["openai"].replace(BIG, "1"), needle="--pressure"),
+    "eval-huge-n": Case(("eval", "--model", "script:{file}", "--n", "10000000000"), file='{"text": "ok"}\n', needle="--n"),
+    "show-huge-width": Case(("show", "--session", "demo", "--width", BIG[:30]), needle="--width"),
     "unknown-command": Case(("frobnicate",), needle="No such command"),
     "unknown-option": Case(("sessions", "--frob"), needle="No such option"),
 }
@@ -306,11 +328,17 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(
     if "over-the-limit" in name:  # the real limits are hundreds of MB: lower them for the test
         monkeypatch.setattr("ctxline.importers._common.MAX_FILE_BYTES", 100)
         monkeypatch.setattr("ctxline.cli.common.MAX_LINE_BYTES", 1000)
+    deep_skill = tmp_path / "deepskills" / "deep"
+    deep_skill.mkdir(parents=True)
+    (deep_skill / "SKILL.md").write_text(
+        "---\nname: deep\ndescription: " + "[" * 5000 + "1" + "]" * 5000 + "\n---\nbody\n"
+    )
     broken = tmp_path / "badskills" / "broken"
     broken.mkdir(parents=True)
     (broken / "SKILL.md").write_text("---\nname: broken\ndescription: [unclosed\n---\nbody\n")
     fill = {
         "{badskill}": str(broken.parent),
+        "{deepskill}": str(deep_skill.parent),
         "{skills}": str(Path(__file__).parent / "data" / "skills"),
         "{file}": str(file),
         "{missing}": str(tmp_path / "typo"),
@@ -362,7 +390,7 @@ def test_the_real_command_never_shows_a_traceback_and_debug_does(tmp_path: Path)
     debug = ctxline("--debug", "export", "--session", "s", "--db", str(db))
     assert debug.returncode == 2
     assert b"Traceback" in debug.stderr
-    assert debug.stderr.rstrip().endswith(b"(nothing was created)")
+    assert b"(nothing was created)" in debug.stderr.splitlines()[-1]
     env = ctxline("export", "--session", "s", "--db", str(db), env={"CTXLINE_DEBUG": "1"})
     assert b"Traceback" in env.stderr
 
@@ -384,3 +412,197 @@ def test_an_unexpected_error_is_one_line_exit_1(
     assert "--debug" in result.stderr
     assert result.stderr.count("\n") == 1
     assert "--debug" in CliRunner().invoke(main, ["--help"]).stdout
+
+
+# --- hostile numbers in every numeric option -----------------------------------------
+
+HOSTILE_FLOATS = ("nan", "NaN", "-nan", "inf", "-inf", "Infinity", "1e400", "-1e400", "9" * 400)
+HOSTILE_INTS = ("9" * 20, "-" + "9" * 20, "9" * 5000, "nan", "inf", "1e3", "0x10", "1.5", "")
+
+
+def _numeric_options() -> list[tuple[tuple[str, ...], str, str]]:
+    """(command path, option, kind) for every numeric option of every command."""
+    out: list[tuple[tuple[str, ...], str, str]] = []
+
+    def walk(command: click.Command, path: tuple[str, ...]) -> None:
+        if isinstance(command, click.Group):
+            for name, sub in sorted(command.commands.items()):
+                walk(sub, (*path, name))
+            return
+        for param in command.params:
+            if not isinstance(param, click.Option):
+                continue
+            if isinstance(param.type, click.types.FloatParamType | click.FloatRange):
+                out.append((path, param.opts[0], "float"))
+            elif isinstance(param.type, click.types.IntParamType | click.IntRange):
+                out.append((path, param.opts[0], "int"))
+
+    walk(main, ())
+    return out
+
+
+NUMERIC = _numeric_options()
+
+
+def test_every_numeric_option_is_finite_and_bounded() -> None:
+    """Every float option refuses NaN and infinities and every integer option has both
+    bounds: the class of 'hostile number → exit 1' is closed for options added later too."""
+    assert len(NUMERIC) >= 30
+    for path, option, kind in NUMERIC:
+        command: click.Command = main
+        for name in path:
+            assert isinstance(command, click.Group)
+            command = command.commands[name]
+        (param,) = [
+            p for p in command.params if isinstance(p, click.Option) and p.opts[0] == option
+        ]
+        if kind == "float":
+            assert isinstance(param.type, FiniteFloat), (path, option, param.type)
+        else:
+            assert isinstance(param.type, click.IntRange), (path, option, param.type)
+            assert param.type.min is not None, (path, option)
+            assert param.type.max is not None, (path, option)
+            assert param.type.max <= MAX_INT, (path, option)
+
+
+@pytest.mark.parametrize(
+    ("path", "option", "value"),
+    [
+        (path, option, value)
+        for path, option, kind in NUMERIC
+        for value in (HOSTILE_FLOATS if kind == "float" else HOSTILE_INTS)
+    ],
+)
+def test_a_hostile_number_is_exit_2_naming_the_option(
+    path: tuple[str, ...], option: str, value: str
+) -> None:
+    """The option comes first on the line, so click checks it before anything else."""
+    result = CliRunner().invoke(main, [*path, option, value], catch_exceptions=False)
+    assert result.exit_code == 2, (path, option, value, result.stderr)
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: ")
+    assert f"'{option}'" in lines[0], lines[0]
+
+
+def test_a_tools_module_with_a_syntax_error_is_exit_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "broken_tools.py").write_text("def f(:\n")
+    (tmp_path / "s.jsonl").write_text('{"text": "ok"}\n')
+    monkeypatch.syspath_prepend(str(tmp_path))
+    result = CliRunner().invoke(
+        main,
+        [
+            "run",
+            "hi",
+            "--model",
+            f"script:{tmp_path / 's.jsonl'}",
+            "--db",
+            ":memory:",
+            "--tools",
+            "broken_tools:f",
+        ],
+        catch_exceptions=False,
+    )
+    assert result.exit_code == 2, result.stderr
+    assert "broken_tools.py, line 1" in result.stderr
+    assert result.stderr.count("\n") == 1
+
+
+# --- damaged metadata, untrusted text in tables, skills confinement -----------------
+
+
+def test_show_on_corrupt_session_metadata_is_exit_2_naming_it(
+    template: tuple[Path, str], tmp_path: Path
+) -> None:
+    db = tmp_path / "demo.db"
+    shutil.copyfile(template[0], db)
+    conn = sqlite3.connect(db)
+    conn.execute("UPDATE sessions SET meta = '{not json' WHERE id = 'demo'")
+    conn.commit()
+    conn.close()
+    for command in (["show"], ["export"]):
+        result = CliRunner().invoke(
+            main, [*command, "--session", "demo", "--db", str(db)], catch_exceptions=False
+        )
+        assert result.exit_code == 2, (command, result.exit_code, result.stdout[:300])
+        assert "session 'demo'" in result.stderr
+        assert "doctor" in result.stderr
+        assert result.stderr.count("\n") == 1
+
+
+SEPARATORS = ("\u2028", "\u2029", "\x85", "\x1b[31m", "\u202e", "\x07")
+
+
+@pytest.mark.parametrize("sep", SEPARATORS)
+def test_skills_list_escapes_line_separators_and_controls(sep: str, tmp_path: Path) -> None:
+    skill = tmp_path / "skills" / "notes"
+    skill.mkdir(parents=True)
+    escaped = "".join(f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}" for c in sep)
+    (skill / "SKILL.md").write_text(
+        f'---\nname: notes\ndescription: "first{escaped}second"\n---\nbody\n'
+    )
+    result = CliRunner().invoke(main, ["skills", "list", "--dir", str(tmp_path / "skills")])
+    assert result.exit_code == 0, result.stderr
+    assert sep not in result.stdout
+    assert sep[0] not in result.stdout
+    assert result.stdout.count("\n") == 1
+    assert "first\\" in result.stdout
+
+
+@pytest.mark.parametrize("sep", SEPARATORS)
+def test_tables_escape_untrusted_text(sep: str, tmp_path: Path) -> None:
+    db = tmp_path / "t.db"
+    store = SQLiteStore(db)
+    store.create_session("s")
+    store.append("s", [UserMessage(f"one{sep}two [bold]markup[/bold]")])
+    store.close()
+    result = CliRunner(env={"COLUMNS": "200"}).invoke(
+        main, ["show", "--session", "s", "--db", str(db)]
+    )
+    assert result.exit_code == 0, result.stderr
+    assert sep[0] not in result.stdout
+    assert "[bold]markup[/bold]" in result.stdout  # shown as typed, not read as markup
+
+
+def _skill(folder: Path, name: str) -> None:
+    folder.mkdir(parents=True)
+    (folder / "SKILL.md").write_text(f"---\nname: {name}\ndescription: d\n---\nsecret body\n")
+
+
+def test_a_skill_folder_symlinked_out_of_the_skills_folder_is_refused(tmp_path: Path) -> None:
+    _skill(tmp_path / "outside" / "leak", "leak")
+    skills = tmp_path / "skills"
+    _skill(skills / "fine", "fine")
+    (skills / "leak").symlink_to(tmp_path / "outside" / "leak", target_is_directory=True)
+    result = CliRunner().invoke(main, ["skills", "show", "leak", "--dir", str(skills)])
+    assert result.exit_code == 2, result.stdout
+    assert "secret body" not in result.stdout
+    assert "symlink" in result.stderr
+    assert "outside" in result.stderr
+    assert result.stderr.count("\n") == 1
+
+
+def test_a_skill_file_symlinked_out_of_its_folder_is_refused(tmp_path: Path) -> None:
+    _skill(tmp_path / "outside" / "leak", "leak")
+    skills = tmp_path / "skills"
+    (skills / "leak").mkdir(parents=True)
+    (skills / "leak" / "SKILL.md").symlink_to(tmp_path / "outside" / "leak" / "SKILL.md")
+    for args in (["skills", "list"], ["skills", "show", "leak"]):
+        result = CliRunner().invoke(main, [*args, "--dir", str(skills)])
+        assert result.exit_code == 2, (args, result.stdout)
+        assert "secret body" not in result.stdout
+        assert "symlink" in result.stderr
+
+
+def test_a_symlink_inside_the_skills_folder_still_loads(tmp_path: Path) -> None:
+    skills = tmp_path / "skills"
+    _skill(skills / "real", "real")
+    (skills / "store").mkdir()
+    _skill(skills / "store" / "alias", "alias")
+    (skills / "alias").symlink_to(skills / "store" / "alias", target_is_directory=True)
+    result = CliRunner().invoke(main, ["skills", "list", "--dir", str(skills)])
+    assert result.exit_code == 0, result.stderr
+    assert "alias: d" in result.stdout
+    assert "real: d" in result.stdout

@@ -17,12 +17,24 @@ import errno
 import os
 import sys
 import traceback
+import unicodedata
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
+from pathlib import Path
 from typing import IO, Any, NoReturn, TypeVar
 
 import click
+from rich.text import Text
 
+from ctxline.cli.hints import explain_model_error, hint_for
+from ctxline.cli.options import (
+    MAX_INT,
+    FiniteFloat,
+    bounded_int,
+    finite_float,
+    harden,
+    invoked,
+)
 from ctxline.errors import ContextOverflow, CtxlineError, ValidationError
 from ctxline.importers.jsonread import MAX_LINE_BYTES, parse_json_bytes, read_line
 from ctxline.sources.status import StatusConfig
@@ -31,15 +43,22 @@ from ctxline.view.options import PrepareOptions
 
 __all__ = [
     "DB_HELP",
+    "MAX_INT",
     "CtxlineGroup",
+    "FiniteFloat",
+    "bounded_int",
+    "cell",
     "db_option",
     "debug_enabled",
+    "explain_model_error",
     "fail",
+    "finite_float",
     "iter_jsonl",
     "model_options",
     "one_line",
     "one_line_errors",
     "prepare_options",
+    "printable",
     "status_config",
     "status_options",
 ]
@@ -63,19 +82,44 @@ _OS_REASONS = {
 }
 
 
-def one_line(message: str) -> str:
-    """``message`` as one printable line: breaks become spaces, other control characters
-    (a terminal escape in a session name) are shown escaped, and it is cut at 2,000."""
+_BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def _escaped(ch: str) -> str:
+    code = ord(ch)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def printable(text: str) -> str:
+    """``text`` with every character that could break or disguise a terminal line shown
+    escaped: control characters (``\\x1b``), line and paragraph separators (``\\u2028``,
+    ``\\u2029``, NEL) and bidirectional overrides (``\\u202e``). Nothing else changes."""
     out = []
-    for ch in message:
-        if ch in "\r\n\t":
-            out.append(" ")
-        elif ord(ch) < 32 or 127 <= ord(ch) < 160:
-            out.append(f"\\x{ord(ch):02x}")
+    for ch in text:
+        category = unicodedata.category(ch)
+        if category in ("Cc", "Zl", "Zp", "Cs") or ch in _BIDI:
+            out.append(_escaped(ch))
         else:
             out.append(ch)
-    text = "".join(out)
+    return "".join(out)
+
+
+def one_line(message: str) -> str:
+    """``message`` as one printable line: breaks become spaces, other control characters
+    (a terminal escape in a session name) and separators are shown escaped
+    (:func:`printable`), and it is cut at 2,000."""
+    text = printable(message.translate(_SPACES))
     return text if len(text) <= MAX_MESSAGE else text[: MAX_MESSAGE - 1] + "…"
+
+
+_SPACES = str.maketrans("\r\n\t", "   ")
+
+
+def cell(text: object, style: str = "") -> Text:
+    """A table cell of text ctxline did not write (a session id, an event's text, a skill's
+    description): one line, escaped as :func:`one_line` does, and never read as rich markup.
+    Every CLI table builds its untrusted cells with this."""
+    return Text(one_line(str(text)), style=style)
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
@@ -111,20 +155,76 @@ def _engine_message(exc: BaseException) -> str | None:
     return None
 
 
+def _with_hint(exc: BaseException, message: str) -> str:
+    """``message`` with what to do about ``exc`` (see :func:`~ctxline.cli.hints.hint_for`)."""
+    ctx = invoked()
+    command = (ctx.command.name or "") if ctx is not None else ""
+    params = dict(ctx.params) if ctx is not None else {}
+    hint = hint_for(exc, command, params)
+    return f"{message}: {hint}" if hint else message
+
+
+def _inputs() -> str:
+    """The files the invoked command was given (``--model script:x.jsonl``, ``PATH``), as
+    typed: what an error about unreadable input names."""
+    ctx = invoked()
+    if ctx is None:
+        return ""
+    named = []
+    for param in ctx.command.params:
+        value = ctx.params.get(param.name or "")
+        if not isinstance(value, str | os.PathLike) or not str(value):
+            continue
+        text = str(value)
+        path = text.partition(":")[2] if text.startswith("script:") else text
+        with suppress(OSError, ValueError):
+            if Path(path).exists() and text not in ("ctxline.db", "."):
+                flag = (
+                    param.opts[0] if isinstance(param, click.Option) else param.human_readable_name
+                )
+                named.append(f"{flag} {text}" if flag.startswith("-") else text)
+    if len(named) > 1:
+        return f"one of {', '.join(named)}"
+    return named[0] if named else ""
+
+
+def _model_message(exc: CtxlineError) -> str:
+    """A failed model call, with the URL it went to and the likely fix."""
+    ctx = invoked()
+    base = ctx.params.get("base_url") if ctx is not None else None
+    request = getattr(exc.__cause__, "request", None)
+    if not base and request is not None:  # the URL the SDK called, less its route
+        base = str(getattr(request, "url", "")).split("/chat/completions")[0].split("/messages")[0]
+    return explain_model_error(str(exc), base if isinstance(base, str) else None)
+
+
 def report(exc: BaseException) -> NoReturn:
     """Print ``exc`` as one line and exit with its code (see the module doc)."""
+    from ctxline.models.base import ModelError
+
     if debug_enabled():
         traceback.print_exception(exc, file=sys.stderr)
     if isinstance(exc, ContextOverflow):  # protected content alone does not fit
         fail(str(exc), code=3)
+    if isinstance(exc, ModelError):
+        fail(_model_message(exc))
     if isinstance(exc, CtxlineError):
-        fail(str(exc))
+        fail(_with_hint(exc, str(exc)))
     if isinstance(exc, KeyboardInterrupt):
         fail("interrupted", code=130)
     if isinstance(exc, OSError):
-        fail(_os_message(exc))
+        fail(_with_hint(exc, _os_message(exc)))
     if isinstance(exc, MemoryError):
         fail("out of memory: the input is too large for this machine; nothing was written")
+    if isinstance(exc, RecursionError):  # input nested deeper than Python can follow
+        fail(
+            f"{_inputs() or 'the input'} is nested too deeply to read (RecursionError);"
+            " nothing was written: flatten it (ctxline reads JSON and YAML up to 200 levels"
+            " deep)"
+        )
+    if isinstance(exc, SyntaxError):  # user code (a --tools module) that does not compile
+        where = f"{exc.filename}, line {exc.lineno}" if exc.filename else "a Python file"
+        fail(f"{where}: invalid Python syntax ({exc.msg}); fix that file")
     engine = _engine_message(exc)
     if engine is not None:
         fail(engine)
@@ -150,6 +250,10 @@ def _set_debug(ctx: click.Context, _param: click.Parameter, value: bool) -> None
 
 class CtxlineGroup(click.Group):
     """A command group that adds ``--debug`` and lets no traceback through."""
+
+    def add_command(self, cmd: click.Command, name: str | None = None) -> None:
+        """Add ``cmd`` with its numeric and choice options hardened (see :func:`harden`)."""
+        super().add_command(harden(cmd), name)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -22,7 +22,7 @@ from rich.text import Text
 from ctxline import __version__
 from ctxline.cli import stream
 from ctxline.cli.admin import doctor_cmd, search_cmd
-from ctxline.cli.common import CtxlineGroup, db_option, iter_jsonl, one_line_errors
+from ctxline.cli.common import CtxlineGroup, cell, db_option, iter_jsonl, one_line, one_line_errors
 from ctxline.cli.mcp import mcp_cmd
 from ctxline.cli.memory import memory_group
 from ctxline.cli.models import chat_cmd, eval_cmd
@@ -127,7 +127,7 @@ def sessions_cmd(db: str, as_json: bool) -> None:
         return
     table = Table("session", "events", "timelines", "created")
     for s in infos:
-        table.add_row(s.id, str(s.events), str(s.timelines), format_at(s.created_at)[:19])
+        table.add_row(cell(s.id), str(s.events), str(s.timelines), format_at(s.created_at)[:19])
     Console().print(table)
 
 
@@ -228,7 +228,13 @@ KIND_STYLE = {
 @click.option("--session", required=True)
 @click.option("--timeline", default=MAIN, show_default=True)
 @db_option
-@click.option("--width", default=100, show_default=True, help="Characters of text per event.")
+@click.option(
+    "--width",
+    type=click.IntRange(1, 1_000_000),
+    default=100,
+    show_default=True,
+    help="Characters of text per event.",
+)
 @click.option(
     "--since",
     type=click.IntRange(min=0),
@@ -246,6 +252,7 @@ def show_cmd(
     with one_line_errors():
         store = _open(db, read_only=True)
         try:
+            store.session(session)  # damaged session metadata is exit 2 here, as export's is
             info = store.timeline(session, timeline)
             count = max(0, info.head - since)  # a timeline is gap-free from seq 1
             count = count if limit is None else min(count, limit)
@@ -264,7 +271,7 @@ def show_cmd(
 
 
 def _show_table(title: str, events: list[StoredEvent], width: int) -> None:
-    table = Table(title=title, show_lines=False)
+    table = Table(title=Text(one_line(title)), show_lines=False)
     table.add_column("seq", justify="right")
     table.add_column("at")
     table.add_column("kind")
@@ -273,8 +280,8 @@ def _show_table(title: str, events: list[StoredEvent], width: int) -> None:
         table.add_row(
             str(ev.seq),
             format_at(ev.at)[:19].replace("T", " "),
-            Text(ev.kind, KIND_STYLE.get(ev.kind, "")),
-            Text(describe(ev.event, width)),
+            cell(ev.kind, KIND_STYLE.get(ev.kind, "")),
+            cell(describe(ev.event, width)),
         )
     Console().print(table)
 

@@ -13,7 +13,6 @@ import click
 
 from ctxline.cli.common import db_option, fail, one_line_errors
 from ctxline.context import Context
-from ctxline.errors import UnknownSession
 from ctxline.models.base import MissingExtra
 from ctxline.record.store import MAIN, open_store
 
@@ -35,10 +34,7 @@ def mcp_cmd(db: str, session: str, timeline: str, todo: bool) -> None:
         fail(str(exc) if isinstance(exc, MissingExtra) else str(MissingExtra("mcp", "mcp")))
     with one_line_errors():
         store = open_store(db, create=False)  # serving a session never creates a database
-        try:
-            ctx = Context(store, session, timeline, create=False)
-        except UnknownSession:
-            fail(f"no session {session!r} in {db} (see `ctxline sessions --db {db}`)")
+        ctx = Context(store, session, timeline, create=False)  # unknown: "did you mean"
         try:
             anyio.run(lambda: serve_stdio(ctx, todo=todo))
         finally:

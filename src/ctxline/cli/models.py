@@ -13,24 +13,62 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ctxline.cli.common import one_line_errors
+from ctxline.cli.common import bounded_int, fail, one_line_errors
+from ctxline.cli.hints import explain_model_error, is_endpoint_error
 from ctxline.context import BUILTIN_TOOLS
+from ctxline.errors import CtxlineError
 from ctxline.eval import FAMILIES, VIEWS, EvalConfig, run_eval
 from ctxline.eval.report import html_report
 from ctxline.models import make_client
+from ctxline.models.base import ModelClient, ModelError, ModelReply, Provider
 from ctxline.record.events import JsonValue, ModelUsage
 from ctxline.record.store import open_store
 from ctxline.runner import Agent, Limits, StepResult
 from ctxline.view.options import PrepareOptions
 
 __all__ = ["chat_cmd", "eval_cmd"]
+
+
+MAX_INSTANCES = 100_000
+"""The most instances per family ``eval --n`` takes (each is a model call)."""
+
+
+class EndpointDown(CtxlineError):
+    """A model endpoint that is wrong or down: every later call would fail the same way."""
+
+
+class _StopOnEndpointError:
+    """``client``, except that a wrong or dead endpoint stops the whole eval at its first
+    call (one line naming the URL and the fix) instead of failing every prompt in turn."""
+
+    def __init__(self, client: ModelClient, base_url: str | None) -> None:
+        self._client = client
+        self._base_url = base_url
+
+    @property
+    def name(self) -> str:
+        return self._client.name
+
+    @property
+    def provider(self) -> Provider:
+        return self._client.provider
+
+    def complete(self, body: Mapping[str, Any], *, provider: Provider) -> ModelReply:
+        try:
+            return self._client.complete(body, provider=provider)
+        except ModelError as exc:
+            if is_endpoint_error(exc):
+                raise EndpointDown(explain_model_error(str(exc), self._base_url)) from exc
+            raise
 
 
 def _families(text: str) -> tuple[str, ...]:
@@ -82,11 +120,18 @@ def _table(summary: dict[str, JsonValue]) -> Table:
     show_default=True,
     help="Comma-separated probe families.",
 )
-@click.option("--n", "n", type=int, default=50, show_default=True, help="Instances per family.")
+@click.option(
+    "--n",
+    "n",
+    type=bounded_int(max=MAX_INSTANCES),
+    default=50,
+    show_default=True,
+    help="Instances per family.",
+)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option(
     "--excerpt-tokens",
-    type=int,
+    type=bounded_int(max=1_000_000),
     default=400,
     show_default=True,
     help="Tokens of real trajectory per instance.",
@@ -135,7 +180,7 @@ def eval_cmd(
                 last[0] = now
                 err.print(f"[dim]{done}/{total} prompts[/dim]")
 
-        result = run_eval(client, config, progress=progress)
+        result = run_eval(_StopOnEndpointError(client, base_url), config, progress=progress)
         summary = result.summary()
         if report is not None:
             report.write_text(html_report(result), encoding="utf-8")
@@ -162,7 +207,7 @@ def eval_cmd(
 @click.option(
     "--system", "persona", default="You are a helpful assistant. Answer briefly.", show_default=True
 )
-@click.option("--max-output", type=int, default=256, show_default=True)
+@click.option("--max-output", type=click.IntRange(1, 1_000_000), default=256, show_default=True)
 def chat_cmd(
     model: str, base_url: str | None, db: str, session: str, persona: str, max_output: int
 ) -> None:
@@ -215,7 +260,10 @@ def chat_cmd(
                 if step.done:
                     break
             if agent.result().stop_reason == "model_error":
-                console.print(f"[red]{escape(agent.result().error)}[/red]")
+                error = agent.result().error
+                if is_endpoint_error(error):  # every later line would fail the same way
+                    fail(explain_model_error(error, base_url))
+                console.print(f"[red]{escape(explain_model_error(error, base_url))}[/red]")
         agent.close()
         store.close()
 
@@ -243,6 +291,4 @@ def _show(step: StepResult, agent: Agent, name: str, console: Console, seconds: 
         f"{usage['output']}, {seconds:.1f} s[/dim]"
     )
     for result in step.results:
-        console.print(
-            f"[dim]tool {escape(result.name)} → {len(result.content)} characters[/dim]"
-        )
+        console.print(f"[dim]tool {escape(result.name)} → {len(result.content)} characters[/dim]")

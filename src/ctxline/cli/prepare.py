@@ -16,9 +16,11 @@ from typing import Any
 import click
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from ctxline.cli import stream
 from ctxline.cli.common import (
+    cell,
     db_option,
     model_options,
     one_line_errors,
@@ -85,7 +87,11 @@ def prepare_cmd(
     if as_json:
         out = sys.stdout.buffer
         out.write(
-            b'{"report":' + canonical_json(prep.report.to_json()) + b',"request":' + prep.body_bytes + b"}\n"
+            b'{"report":'
+            + canonical_json(prep.report.to_json())
+            + b',"request":'
+            + prep.body_bytes
+            + b"}\n"
         )
         out.flush()
         return
@@ -179,8 +185,8 @@ def _request_rows(
             return
 
 
-def _tokens(value: object) -> str:
-    return f"{value:,}" if isinstance(value, int) else str(value)
+def _tokens(value: object) -> Text | str:
+    return f"{value:,}" if isinstance(value, int) else cell(str(value))
 
 
 def _request_table(rows: list[dict[str, Any]]) -> None:
@@ -189,9 +195,9 @@ def _request_table(rows: list[dict[str, Any]]) -> None:
         table.add_row(
             str(r["step"]),
             str(r["upto_seq"]),
-            str(r["provider"]),
+            cell(r["provider"]),
             _tokens(r["tokens"]),
-            str(r["sha256"]),
+            cell(r["sha256"]),
         )
     Console().print(table)
 

@@ -23,6 +23,7 @@ from rich.table import Table
 
 from ctxline.cli.common import (
     db_option,
+    finite_float,
     model_options,
     one_line_errors,
     prepare_options,
@@ -84,14 +85,14 @@ def _free_id(store: Store, base: str) -> str:
 )
 @click.option(
     "--alpha",
-    type=float,
+    type=finite_float(0, 1),
     default=0.1,
     show_default=True,
     help="Price of a cached input token (both pricing styles), as a share of a normal one.",
 )
 @click.option(
     "--write-premium",
-    type=float,
+    type=finite_float(1, 100),
     default=ANTHROPIC_WRITE,
     show_default=True,
     help="Price of a token written to the cache in the Anthropic pricing style (OpenAI's is 1.0).",
@@ -211,10 +212,13 @@ def _print_summary(summary: dict[str, Any], db: str) -> None:
         if key == "options":
             continue
         if key == "pricing" and isinstance(value, dict):  # one short line: cache read / write
-            key, value = "pricing (read/write)", ", ".join(
-                f"{style} {p.get('cache_read')}/{p.get('cache_write')}"
-                for style, p in value.items()
-                if isinstance(p, dict)
+            key, value = (
+                "pricing (read/write)",
+                ", ".join(
+                    f"{style} {p.get('cache_read')}/{p.get('cache_write')}"
+                    for style, p in value.items()
+                    if isinstance(p, dict)
+                ),
             )
         shown = (
             json.dumps(value)

@@ -8,8 +8,9 @@ optionally ``license``, ``compatibility``, ``metadata`` (a map of strings) and
 ``references/``, ``assets/``) are resources the instructions refer to.
 
 The front matter is parsed with PyYAML's safe loader (no tags, no objects) and every
-field is checked; an error names the file and the field. A resource is read only
-inside its skill's folder: ``..``, absolute paths and symlinks that lead out are refused.
+field is checked; an error names the file and the field. Everything is read only from
+inside the skills folder: a skill folder or ``SKILL.md`` that is a symlink leading out of
+it is refused, and so are a resource's ``..``, absolute paths and symlinks that lead out.
 
     skills = load_skills("skills/")      # every folder holding a SKILL.md, by name
     skills["pdf"].body                   # the instructions
@@ -175,11 +176,25 @@ def parse_skill(text: str, where: str, folder: Path) -> Skill:
     )
 
 
+def _inside(path: Path, base: Path, what: str) -> None:
+    """Refuse ``path`` when it resolves outside ``base`` (a symlink that leads out)."""
+    target = path.resolve()
+    if not target.is_relative_to(base.resolve()):
+        raise ValidationError(
+            f"{path} is a symlink to {target}, outside {base}: a {what} is loaded only from"
+            " inside its folder (copy it in instead of linking it)",
+            field="skill",
+        )
+
+
 def load_skill(folder: str | Path) -> Skill:
-    """The skill in ``folder`` (its ``SKILL.md``); ValidationError naming what is wrong."""
+    """The skill in ``folder`` (its ``SKILL.md``); ValidationError naming what is wrong,
+    also when ``SKILL.md`` is a symlink that leads out of ``folder``."""
     folder = Path(folder)
     path = folder / SKILL_FILE
     try:
+        if path.exists():
+            _inside(path, folder, "skill file")
         if path.stat().st_size > MAX_SKILL_BYTES:
             raise ValidationError(f"{path}: larger than {MAX_SKILL_BYTES:,} bytes", field="skill")
         text = path.read_text(encoding="utf-8")
@@ -194,7 +209,8 @@ def load_skill(folder: str | Path) -> Skill:
 
 def load_skills(root: str | Path) -> dict[str, Skill]:
     """Every skill under ``root``: ``root`` itself when it holds a ``SKILL.md``, else each
-    folder directly inside it that does; by name, sorted."""
+    folder directly inside it that does; by name, sorted. A skill folder (or its
+    ``SKILL.md``) that is a symlink leading out of ``root`` is refused, never loaded."""
     root = Path(root)
     if not root.is_dir():
         raise ValidationError(f"no such skills folder: {root}", field="dir")
@@ -204,6 +220,7 @@ def load_skills(root: str | Path) -> dict[str, Skill]:
         folders = sorted(p for p in root.iterdir() if p.is_dir() and (p / SKILL_FILE).is_file())
     skills: dict[str, Skill] = {}
     for folder in folders:
+        _inside(folder, root, "skill folder")
         skill = load_skill(folder)
         skills[skill.name] = skill
     return dict(sorted(skills.items()))
