@@ -310,3 +310,26 @@ def test_close_matches_prefers_the_ids_the_typed_one_starts() -> None:
     assert close_matches(known, "run-1") == ["run-1@replay1", "run-1@replay2", "run-2"]
     assert close_matches(known, "nothing-like-it") == []
     assert close_matches([], "") == []
+
+
+def test_run_refuses_an_untyped_tool_and_a_module_that_fails(
+    tool_modules: Path, tmp_path: Path
+) -> None:
+    """``ctxline run --tools`` uses the same loader: exit 2 and the fix, not exit 1."""
+    dbpath = str(tmp_path / "run.db")
+    for spec, expected in (("untyped:word_count", "'text'"), ("raises:f", "needs $TOKEN")):
+        line = error_line(
+            ["run", "hi", "--model", "openai:gpt-4.1", "--tools", spec, "--db", dbpath]
+        )
+        assert expected in line, line
+
+
+def test_run_against_a_base_url_without_v1_says_add_v1(not_found_url: str, tmp_path: Path) -> None:
+    """A run prints its session line and summary first; it ends with exit 2 and the fix."""
+    args = ["run", "hi", "--model", "openai:gpt-4.1", "--base-url", not_found_url,
+            "--db", str(tmp_path / "run.db")]  # fmt: skip
+    result = CliRunner(env={"COLUMNS": "200"}).invoke(main, args, catch_exceptions=False)
+    assert result.exit_code == 2, result.stderr
+    last = [line for line in result.stderr.splitlines() if line.strip()][-1]
+    assert last.startswith("error: "), result.stderr
+    assert f"--base-url {not_found_url}/v1" in last, last

@@ -20,7 +20,6 @@ from the record: a resumed run asks unless told again).
 
 from __future__ import annotations
 
-import importlib
 import json
 import sys
 from pathlib import Path
@@ -32,43 +31,25 @@ from rich.console import Console
 from rich.markup import escape
 
 from ctxline.cli.common import db_option, fail, one_line_errors
+from ctxline.cli.hints import explain_model_error, is_endpoint_error
+from ctxline.cli.tool_loader import load_tools
 from ctxline.errors import ValidationError
 from ctxline.models import make_client
 from ctxline.pricing import format_usd
 from ctxline.record.store import open_store
 from ctxline.runner import Agent, Limits, StepResult, SubAgents, approval_policy, terminal_approval
-from ctxline.runner.registry import as_tools
 from ctxline.runner.tools import FunctionTool
 from ctxline.runner.workspace import shell_tool, workspace_tools
 from ctxline.sources.statusbar import parse_status_mode
 from ctxline.sources.timectx import zone_info
 from ctxline.tools.builtin import BUILTIN_TOOLS
 
-__all__ = ["RECORDED", "load_tools", "recorded_options", "run_cmd"]
+__all__ = ["RECORDED", "recorded_options", "run_cmd"]
 
 SYSTEM = (
     "You are an agent working in a folder of files. Use the tools to find facts before "
     "you answer; answer briefly when you are done."
 )
-
-
-def load_tools(spec: str) -> list[FunctionTool]:
-    """``module:attr`` → the tools it names (a function or a list of functions)."""
-    module_name, sep, attr = spec.partition(":")
-    if not sep or not module_name or not attr:
-        raise ValidationError(f"expected module:attr, got {spec!r}", field="tools")
-    if "" not in sys.path and str(Path.cwd()) not in sys.path:
-        sys.path.insert(0, str(Path.cwd()))
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ValidationError(f"cannot import {module_name!r}: {exc}", field="tools") from None
-    value = module
-    for part in attr.split("."):
-        if not hasattr(value, part):
-            raise ValidationError(f"{module_name} has no attribute {attr!r}", field="tools")
-        value = getattr(value, part)
-    return as_tools(value)
 
 
 def _line(step: StepResult, agent: Agent) -> str:
@@ -363,7 +344,9 @@ def run_cmd(
                 f"{usage['cache_write']:,}), output {usage['output']:,}, {format_usd(result.cost_usd)}[/dim]"
             )
             if result.error:
-                err.print(f"[red]{escape(result.error)}[/red]")
+                if is_endpoint_error(result.error):  # a wrong or dead URL: say which and how to fix it
+                    fail(explain_model_error(result.error, opts["base_url"]))
+                err.print(f"[red]{escape(explain_model_error(result.error, opts['base_url']))}[/red]")
         sys.exit(0 if result.stop_reason == "final" else 1)
 
 
