@@ -263,13 +263,13 @@ def run_cmd(
             fail("give --model (the session has no recorded run to take it from)")
         if opts["tz"] is not None:
             zone_info(opts["tz"])
-        client = make_client(opts["model"], base_url=opts["base_url"])
         root = Path(opts["root"])
         tools: list[FunctionTool] = [] if opts["no_default_tools"] else workspace_tools(root)
         if opts["allow_shell"]:
             tools.append(shell_tool(root))
-        for spec in opts["tool_specs"]:
+        for spec in opts["tool_specs"]:  # the user's own input is checked before any client
             tools.extend(load_tools(spec))
+        client = make_client(opts["model"], base_url=opts["base_url"])
         options = default_options(client)
         if opts["context_window"] is not None:
             options = replace(options, context_window=opts["context_window"])
