@@ -49,7 +49,7 @@ from ctxline.record.store.base import MAIN, TimelineInfo
 
 __all__ = ["KNOWN_SCHEMA", "BlobRow", "ReadOnlyRecord", "SessionRow", "open_readonly"]
 
-KNOWN_SCHEMA = frozenset({1, 2, 3, 4})
+KNOWN_SCHEMA = frozenset({1, 2, 3, 4, 5})  # 5: memory indexes only
 """Schema versions this reader understands (``migrations`` table)."""
 
 T = TypeVar("T")

@@ -15,6 +15,9 @@ exactly where ctxline did. Appends index their events in the same transaction.
 Version 4, ``memory``: the memories kept across sessions and their FTS5 index
 (:mod:`ctxline.record.store.sqlite_memory`).
 
+Version 5, ``memory_index``: partial indexes over each owner's current and not forgotten
+memories, newest first, so the memory overview reads only the entries it shows.
+
 Version 3, ``chain``: ``chain`` holds each event's body digest and hash link
 (:mod:`ctxline.record.store.chain`), and ``timelines.link`` the link of each head; the
 migration computes both for the events already stored, parents before forks. A
@@ -38,7 +41,7 @@ from ctxline.record.parse import event_from_json
 from ctxline.record.store.base import Clock
 from ctxline.record.store.chain import GENESIS, chain_link
 from ctxline.record.store.sqlite_events import body_digest, link_at, visible_segments
-from ctxline.record.store.sqlite_memory import MEMORY_SQL
+from ctxline.record.store.sqlite_memory import MEMORY_INDEX_SQL, MEMORY_SQL
 from ctxline.record.store.textsearch import index_words
 
 __all__ = ["SQLITE_MIGRATIONS", "apply_sqlite_migrations", "index_events"]
@@ -201,6 +204,7 @@ SQLITE_MIGRATIONS: tuple[tuple[int, str, Step], ...] = (
     (2, "search", _search_index),
     (3, "chain", _chain),
     (4, "memory", MEMORY_SQL),
+    (5, "memory_index", MEMORY_INDEX_SQL),
 )
 
 

@@ -28,6 +28,7 @@ from ctxline.record.store.memories import (
     Scope,
     check_new,
     memory_words,
+    newest_sql,
     unknown,
 )
 from ctxline.record.store.textsearch import check_limit, parse_query
@@ -35,7 +36,7 @@ from ctxline.record.store.textsearch import check_limit, parse_query
 if TYPE_CHECKING:
     from ctxline.record.store.postgres import PostgresStore
 
-__all__ = ["PG_MEMORY_SQL", "PgMemories"]
+__all__ = ["PG_MEMORY_INDEX_SQL", "PG_MEMORY_SQL", "PgMemories"]
 
 PG_MEMORY_SQL = """
 CREATE TABLE memories (
@@ -60,6 +61,12 @@ CREATE INDEX memories_owner ON memories(scope, owner, n);
 CREATE INDEX memories_tsv ON memories USING gin (tsv)
 """
 """Migration 4, ``memory`` (see :data:`~ctxline.record.store.pg_migrations.PG_MIGRATIONS`)."""
+
+PG_MEMORY_INDEX_SQL = """
+CREATE INDEX memories_current ON memories(scope, owner, n)
+    WHERE superseded_by IS NULL AND forgotten_at IS NULL
+"""
+"""Migration 5, ``memory_index``, as SQLite's (:data:`.sqlite_memory.MEMORY_INDEX_SQL`)."""
 
 _COLUMNS = "id, scope, owner, text, key, tags, author, session, created_at, superseded_by, forgotten_at, meta"
 _M_COLUMNS = ", ".join(f"m.{c.strip()}" for c in _COLUMNS.split(","))
@@ -189,14 +196,18 @@ class PgMemories:
     def entries(
         self, owners: Sequence[Owner], *, include_superseded: bool = False, limit: int = 100
     ) -> list[MemoryEntry]:
-        where, params = _owners(owners)
-        current = "" if include_superseded else " AND m.superseded_by IS NULL"
+        limit = max(0, int(limit))
+        if not owners or not limit:
+            return []
+        current = "forgotten_at IS NULL"
+        if not include_superseded:
+            current = "superseded_by IS NULL AND forgotten_at IS NULL"
+        newest, params = newest_sql(owners, current, "%s", limit)
         with self._store._snapshot() as conn:
             self._check(conn)
             rows = conn.execute(
-                f"SELECT {_M_COLUMNS} FROM memories m WHERE m.forgotten_at IS NULL{current}"
-                f" AND {where} ORDER BY m.n DESC LIMIT %s",
-                [*params, max(0, int(limit))],
+                f"SELECT {_COLUMNS} FROM memories WHERE n IN ({newest}) ORDER BY n DESC LIMIT %s",
+                [*params, limit],
             ).fetchall()
         return [_entry(r) for r in rows]
 

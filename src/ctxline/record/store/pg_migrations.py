@@ -16,6 +16,9 @@ back-fills it from the events already stored; appends index in their transaction
 Version 4, ``memory``: the memories kept across sessions, with a GIN-indexed
 ``tsvector`` (:mod:`ctxline.record.store.pg_memory`).
 
+Version 5, ``memory_index``: a partial index over each owner's current memories, newest
+first, as in SQLite.
+
 Version 3, ``chain``: ``chain`` (digest and hash link per event) and
 ``timelines.link``, as in SQLite; the migration computes them for the events already
 stored, parents before forks, with the bodies hashed by the server (``sha256`` of
@@ -39,7 +42,7 @@ from ctxline.record.parse import event_from_json
 from ctxline.record.store.base import Clock
 from ctxline.record.store.chain import GENESIS, chain_link
 from ctxline.record.store.pg_events import link_at, visible_segments
-from ctxline.record.store.pg_memory import PG_MEMORY_SQL
+from ctxline.record.store.pg_memory import PG_MEMORY_INDEX_SQL, PG_MEMORY_SQL
 from ctxline.record.store.textsearch import index_words
 
 __all__ = ["MIGRATION_LOCK", "PG_MIGRATIONS", "apply_pg_migrations", "index_events"]
@@ -207,6 +210,7 @@ PG_MIGRATIONS: tuple[tuple[int, str, Step], ...] = (
     (2, "search", _search_index),
     (3, "chain", _chain),
     (4, "memory", PG_MEMORY_SQL),
+    (5, "memory_index", PG_MEMORY_INDEX_SQL),
 )
 
 

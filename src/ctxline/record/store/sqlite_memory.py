@@ -27,6 +27,7 @@ from ctxline.record.store.memories import (
     Scope,
     check_new,
     memory_words,
+    newest_sql,
     unknown,
 )
 from ctxline.record.store.textsearch import check_limit, parse_query
@@ -34,7 +35,7 @@ from ctxline.record.store.textsearch import check_limit, parse_query
 if TYPE_CHECKING:
     from ctxline.record.store.sqlite import SQLiteStore
 
-__all__ = ["MEMORY_SQL", "SQLiteMemories"]
+__all__ = ["MEMORY_INDEX_SQL", "MEMORY_SQL", "SQLiteMemories"]
 
 MEMORY_SQL = """
 CREATE TABLE memories (
@@ -58,6 +59,14 @@ CREATE INDEX memories_owner ON memories(scope, owner, n);
 CREATE VIRTUAL TABLE memory_fts USING fts5(words, tokenize='ascii')
 """
 """Migration 4, ``memory`` (see :data:`~ctxline.record.store.migrations.SQLITE_MIGRATIONS`)."""
+
+MEMORY_INDEX_SQL = """
+CREATE INDEX memories_current ON memories(scope, owner, n)
+    WHERE superseded_by IS NULL AND forgotten_at IS NULL
+"""
+"""Migration 5, ``memory_index``: the newest current entries of an owner are the first rows
+of a partial index, so the overview reads what it shows (with superseded ones,
+``memories_owner`` serves, skipping only the forgotten)."""
 
 _COLUMNS = "id, scope, owner, text, key, tags, author, session, created_at, superseded_by, forgotten_at, meta"
 
@@ -182,15 +191,18 @@ class SQLiteMemories:
     def entries(
         self, owners: Sequence[Owner], *, include_superseded: bool = False, limit: int = 100
     ) -> list[MemoryEntry]:
-        where, params = _owners(owners)
-        current = "" if include_superseded else " AND m.superseded_by IS NULL"
-        cols = ", ".join(f"m.{c.strip()}" for c in _COLUMNS.split(","))
+        limit = max(0, int(limit))
+        if not owners or not limit:
+            return []
+        current = "forgotten_at IS NULL"
+        if not include_superseded:
+            current = "superseded_by IS NULL AND forgotten_at IS NULL"
+        newest, params = newest_sql(owners, current, "?", limit)
         with self._store._reading() as conn:
             self._check(conn)
             rows = conn.execute(
-                f"SELECT {cols} FROM memories m WHERE m.forgotten_at IS NULL{current} AND {where}"
-                " ORDER BY m.n DESC LIMIT ?",
-                [*params, max(0, int(limit))],
+                f"SELECT {_COLUMNS} FROM memories WHERE n IN ({newest}) ORDER BY n DESC LIMIT ?",
+                [*params, limit],
             ).fetchall()
         return [_entry(r) for r in rows]
 
