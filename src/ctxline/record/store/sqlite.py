@@ -35,7 +35,7 @@ from typing import Literal
 
 from ctxline.errors import Conflict, IntegrityError, ValidationError
 from ctxline.record.blobs import BlobStore
-from ctxline.record.events import Event, Pending, StoredEvent
+from ctxline.record.events import Pending, StoredEvent
 from ctxline.record.store.base import (
     MAIN,
     Batch,
@@ -77,6 +77,7 @@ from ctxline.record.store.sqlite_health import connection_health
 from ctxline.record.store.sqlite_memory import SQLiteMemories
 from ctxline.record.store.sqlite_sessions import SQLiteSessions
 from ctxline.record.store.textsearch import check_limit, index_words, parse_query, to_hits
+from ctxline.record.store.writes import CheckedAppends
 
 __all__ = ["SQLITE_MAGIC", "SQLiteBlobs", "SQLiteStore", "check_sqlite_file"]
 
@@ -84,7 +85,7 @@ Durability = Literal["normal", "full"]
 Prepared = tuple[list[Pending], list[Body], list[list[str]]]
 
 
-class SQLiteStore(SQLiteSessions):
+class SQLiteStore(CheckedAppends, SQLiteSessions):
     def __init__(
         self,
         path: str | os.PathLike[str],
@@ -201,17 +202,8 @@ class SQLiteStore(SQLiteSessions):
                 return True
         return False
 
-    def append(
-        self,
-        session: str,
-        events: Sequence[Event | Pending],
-        *,
-        expected_seq: int | None = None,
-        timeline: str = MAIN,
-    ) -> list[StoredEvent]:
-        return self.append_batches([Batch(session, events, expected_seq, timeline)])[0]
-
-    def append_batches(self, batches: Sequence[Batch]) -> list[list[StoredEvent]]:
+    def _append_batches_raw(self, batches: Sequence[Batch]) -> list[list[StoredEvent]]:
+        """The raw append (see :mod:`ctxline.record.store.writes`: only the writer calls it)."""
         prepared = [_prepare(b) for b in batches]
         with self._write("append") as conn:
             return [
