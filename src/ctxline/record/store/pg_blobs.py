@@ -20,7 +20,7 @@ from ctxline.record.blobs import blob_ref, parse_ref, verify
 from ctxline.record.store.chain import PIECE_CHARS
 from ctxline.record.store.checks import MAX_EVENT_BYTES
 from ctxline.record.store.pg_events import Pieces, copy_rows
-from ctxline.record.store.sqlite_blobs import text_pieces
+from ctxline.record.store.rows import text_pieces
 
 if TYPE_CHECKING:
     from ctxline.record.store.postgres import PostgresStore

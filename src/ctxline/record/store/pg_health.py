@@ -32,7 +32,7 @@ from ctxline.record.store.pg_events import (
     verify_segments,
     visible_segments,
 )
-from ctxline.record.store.sqlite_events import parse_body
+from ctxline.record.store.rows import parse_body
 from ctxline.record.store.textsearch import index_words
 
 __all__ = ["pg_health"]

@@ -85,7 +85,7 @@ from ctxline.record.store.pg_memory import PgMemories
 from ctxline.record.store.pg_migrations import PG_MIGRATIONS, apply_pg_migrations, index_events
 from ctxline.record.store.pg_sessions import PgSessions, _read_only, _tables, pg_failure, redact
 from ctxline.record.store.retry import append_with_retry
-from ctxline.record.store.sqlite_events import Segment
+from ctxline.record.store.rows import Segment
 from ctxline.record.store.textsearch import check_limit, index_words, parse_query, to_hits
 from ctxline.record.store.writes import CheckedAppends
 
