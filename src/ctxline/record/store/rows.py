@@ -14,17 +14,23 @@ import hashlib
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
-from ctxline.errors import IntegrityError, ValidationError
+from ctxline.errors import CtxlineError, IntegrityError, ValidationError
+from ctxline.record.blobs import blob_ref
 from ctxline.record.events import Event
 from ctxline.record.parse import event_from_json
-from ctxline.record.store.chain import PIECE_CHARS, digest_text, json_depth
+from ctxline.record.store.base import HealthCheck
+from ctxline.record.store.chain import GENESIS, PIECE_CHARS, ChainCheck, digest_text, json_depth
 from ctxline.record.store.checks import MAX_DEPTH, MAX_EVENT_BYTES
 
 __all__ = [
+    "PieceBlobs",
     "Segment",
     "body_digest",
+    "chain_health",
     "check_blob_size",
+    "listed",
     "measure",
     "parse_body",
     "text_pieces",
@@ -83,9 +89,66 @@ def measure(pieces: Callable[[], Iterator[bytes]]) -> tuple[str, int]:
     return "sha256:" + h.hexdigest(), size
 
 
+class PieceBlobs:
+    """``put`` and ``put_text`` of both SQL stores' blobs: the bytes handed to ``_put`` a
+    piece at a time (never a whole encoded copy of a text); a backend defines ``_put``."""
+
+    def put(self, data: bytes) -> str:
+        ref = blob_ref(data)
+        view = memoryview(data)
+        self._put(
+            ref,
+            len(data),
+            lambda: (bytes(view[i : i + PIECE_CHARS]) for i in range(0, len(view), PIECE_CHARS)),
+        )
+        return ref
+
+    def put_text(self, text: str) -> str:
+        """Save ``text`` as UTF-8 (the same blob as ``put(text.encode())``), in pieces."""
+        pieces = text_pieces(text)
+        ref, size = measure(pieces)
+        self._put(ref, size, pieces)
+        return ref
+
+    def _put(self, ref: str, size: int, pieces: Callable[[], Iterator[bytes]]) -> None:
+        raise NotImplementedError
+
+
 def check_blob_size(size: int) -> None:
     if size > MAX_EVENT_BYTES:
         raise ValidationError(
             f"a blob of {size:,} bytes is over the {MAX_EVENT_BYTES:,} bytes a store holds",
             field="blob",
         )
+
+
+def listed(problems: list[str], most: int = 20) -> tuple[str, ...]:
+    """At most ``most`` problems, and how many more there are."""
+    if len(problems) <= most:
+        return tuple(problems)
+    return (*problems[:most], f"… and {len(problems) - most} more")
+
+
+def chain_health(conn: Any, visible: Any, link_at: Any, verify: Any) -> HealthCheck:
+    """The ``chain`` check of ``ctxline doctor`` on either SQL store: every timeline's own
+    links recomputed with the backend's functions (``visible_segments``, ``link_at``,
+    ``verify_segments`` of its events module), problems named, nothing raised."""
+    timelines = conn.execute(
+        "SELECT session, name FROM timelines ORDER BY session, name"
+    ).fetchall()
+    problems: list[str] = []
+    n = 0
+    for session, name in timelines:
+        try:
+            segments, own = visible(conn, session, name, True)
+            base = segments[-1].base
+            start = link_at(conn, session, segments, base) if base else GENESIS
+            found: ChainCheck = verify(conn, session, name, segments[-1:], own, start)
+        except CtxlineError as exc:
+            problems.append(str(exc).removesuffix("; run ctxline doctor"))
+            continue
+        n += found.checked
+        problems += found.problems
+    return HealthCheck(
+        "chain", f"{n} hash link(s) of {len(timelines)} timeline(s) recomputed", listed(problems)
+    )

@@ -16,9 +16,9 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from ctxline.errors import BlobError
-from ctxline.record.blobs import blob_ref, parse_ref, verify
+from ctxline.record.blobs import parse_ref, verify
 from ctxline.record.store.chain import PIECE_CHARS
-from ctxline.record.store.rows import check_blob_size, measure, text_pieces
+from ctxline.record.store.rows import PieceBlobs, check_blob_size, text_pieces
 
 if TYPE_CHECKING:
     from ctxline.record.store.sqlite import SQLiteStore
@@ -26,26 +26,9 @@ if TYPE_CHECKING:
 __all__ = ["SQLiteBlobs", "text_pieces"]
 
 
-class SQLiteBlobs:
+class SQLiteBlobs(PieceBlobs):
     def __init__(self, store: SQLiteStore) -> None:
         self._store = store
-
-    def put(self, data: bytes) -> str:
-        ref = blob_ref(data)
-        view = memoryview(data)
-        self._put(
-            ref,
-            len(data),
-            lambda: (bytes(view[i : i + PIECE_CHARS]) for i in range(0, len(view), PIECE_CHARS)),
-        )
-        return ref
-
-    def put_text(self, text: str) -> str:
-        """Save ``text`` as UTF-8 (the same blob as ``put(text.encode())``)."""
-        pieces = text_pieces(text)
-        ref, size = measure(pieces)
-        self._put(ref, size, pieces)
-        return ref
 
     def _put(self, ref: str, size: int, pieces: Callable[[], Iterator[bytes]]) -> None:
         check_blob_size(size)

@@ -31,8 +31,9 @@ from ctxline.errors import CtxlineError, IntegrityError
 from ctxline.record.codec import parse_at
 from ctxline.record.events import JsonValue
 from ctxline.record.store.base import HealthCheck, SessionInfo
-from ctxline.record.store.chain import GENESIS, PIECE_CHARS
+from ctxline.record.store.chain import PIECE_CHARS
 from ctxline.record.store.checks import call_ids
+from ctxline.record.store.rows import chain_health
 from ctxline.record.store.sqlite_events import (
     link_at,
     parse_body,
@@ -215,25 +216,7 @@ def chain_check(conn: sqlite3.Connection) -> HealthCheck:
         return HealthCheck(
             "chain", "no hash chain yet (schema before version 3): computed on the next write open"
         )
-    problems: list[str] = []
-    n = 0
-    timelines = conn.execute(
-        "SELECT session, name FROM timelines ORDER BY session, name"
-    ).fetchall()
-    for session, name in timelines:
-        try:
-            segments, own = visible_segments(conn, session, name, True)
-            base = segments[-1].base
-            start = link_at(conn, session, segments, base) if base else GENESIS
-            found = verify_segments(conn, session, name, segments[-1:], own, start)
-        except CtxlineError as exc:
-            problems.append(str(exc).removesuffix("; run ctxline doctor"))
-            continue
-        n += found.checked
-        problems += found.problems
-    return HealthCheck(
-        "chain", f"{n} hash link(s) of {len(timelines)} timeline(s) recomputed", _listed(problems)
-    )
+    return chain_health(conn, visible_segments, link_at, verify_segments)
 
 
 def blobs_check(conn: sqlite3.Connection) -> HealthCheck:
