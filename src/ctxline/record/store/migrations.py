@@ -36,10 +36,10 @@ import sqlite3
 from collections.abc import Callable, Sequence
 
 from ctxline.errors import IntegrityError
-from ctxline.record.codec import format_at
 from ctxline.record.parse import event_from_json
 from ctxline.record.store.base import Clock
 from ctxline.record.store.chain import GENESIS, chain_link
+from ctxline.record.store.rows import apply_steps
 from ctxline.record.store.sqlite_events import body_digest, link_at, visible_segments
 from ctxline.record.store.sqlite_memory import MEMORY_INDEX_SQL, MEMORY_SQL
 from ctxline.record.store.textsearch import index_words
@@ -210,29 +210,11 @@ SQLITE_MIGRATIONS: tuple[tuple[int, str, Step], ...] = (
 
 def apply_sqlite_migrations(conn: sqlite3.Connection, clock: Clock) -> list[int]:
     """Apply pending migrations inside the caller's transaction; returns those applied."""
-    conn.execute(
-        "CREATE TABLE IF NOT EXISTS migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL,"
-        " applied_at TEXT NOT NULL)"
+    return apply_steps(
+        conn,
+        SQLITE_MIGRATIONS,
+        clock,
+        create="CREATE TABLE IF NOT EXISTS migrations (version INTEGER PRIMARY KEY, name TEXT"
+        " NOT NULL, applied_at TEXT NOT NULL)",
+        mark="?",
     )
-    done = {row[0] for row in conn.execute("SELECT version FROM migrations")}
-    known = {version for version, _, _ in SQLITE_MIGRATIONS}
-    if done - known:
-        raise IntegrityError(
-            f"the database has schema versions {sorted(done - known)} from a newer ctxline; upgrade ctxline"
-        )
-    applied = []
-    for version, name, sql in SQLITE_MIGRATIONS:
-        if version in done:
-            continue
-        if callable(sql):
-            sql(conn)
-        else:
-            for statement in sql.split(";"):
-                if statement.strip():
-                    conn.execute(statement)
-        conn.execute(
-            "INSERT INTO migrations(version, name, applied_at) VALUES (?, ?, ?)",
-            (version, name, format_at(clock())),
-        )
-        applied.append(version)
-    return applied

@@ -37,12 +37,12 @@ from typing import Any
 import psycopg
 
 from ctxline.errors import IntegrityError
-from ctxline.record.codec import format_at
 from ctxline.record.parse import event_from_json
 from ctxline.record.store.base import Clock
 from ctxline.record.store.chain import GENESIS, chain_link
 from ctxline.record.store.pg_events import link_at, visible_segments
 from ctxline.record.store.pg_memory import PG_MEMORY_INDEX_SQL, PG_MEMORY_SQL
+from ctxline.record.store.rows import apply_steps
 from ctxline.record.store.textsearch import index_words
 
 __all__ = ["MIGRATION_LOCK", "PG_MIGRATIONS", "apply_pg_migrations", "index_events"]
@@ -217,29 +217,12 @@ PG_MIGRATIONS: tuple[tuple[int, str, Step], ...] = (
 def apply_pg_migrations(conn: psycopg.Connection[Any], clock: Clock) -> list[int]:
     """Apply pending migrations inside the caller's transaction; returns those applied."""
     conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
-    conn.execute(
-        "CREATE TABLE IF NOT EXISTS migrations (version integer PRIMARY KEY, name text NOT NULL,"
-        " applied_at text NOT NULL)"
+    return apply_steps(
+        conn,
+        PG_MIGRATIONS,
+        clock,
+        create="CREATE TABLE IF NOT EXISTS migrations (version integer PRIMARY KEY, name text"
+        " NOT NULL, applied_at text NOT NULL)",
+        mark="%s",
+        raw=str.encode,
     )
-    done = {row[0] for row in conn.execute("SELECT version FROM migrations")}
-    known = {version for version, _, _ in PG_MIGRATIONS}
-    if done - known:
-        raise IntegrityError(
-            f"the database has schema versions {sorted(done - known)} from a newer ctxline; upgrade ctxline"
-        )
-    applied = []
-    for version, name, sql in PG_MIGRATIONS:
-        if version in done:
-            continue
-        if callable(sql):
-            sql(conn)
-        else:
-            for statement in sql.split(";"):
-                if statement.strip():
-                    conn.execute(statement.encode())
-        conn.execute(
-            "INSERT INTO migrations(version, name, applied_at) VALUES (%s, %s, %s)",
-            (version, name, format_at(clock())),
-        )
-        applied.append(version)
-    return applied

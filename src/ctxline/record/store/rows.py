@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +27,7 @@ from ctxline.record.store.checks import MAX_DEPTH, MAX_EVENT_BYTES
 __all__ = [
     "PieceBlobs",
     "Segment",
+    "apply_steps",
     "body_digest",
     "chain_health",
     "check_blob_size",
@@ -152,3 +153,44 @@ def chain_health(conn: Any, visible: Any, link_at: Any, verify: Any) -> HealthCh
     return HealthCheck(
         "chain", f"{n} hash link(s) of {len(timelines)} timeline(s) recomputed", listed(problems)
     )
+
+
+def apply_steps(
+    conn: Any,
+    steps: Sequence[tuple[int, str, Any]],
+    clock: Callable[[], Any],
+    *,
+    create: str,
+    mark: str,
+    raw: Callable[[str], Any] = str,
+) -> list[int]:
+    """Apply the pending migration ``steps`` inside the caller's transaction, in either
+    dialect (``create``: its ``migrations`` table, ``mark``: its parameter mark, ``raw``:
+    how a statement is handed over); returns the versions applied. A database holding a
+    version this build does not know is refused."""
+    from ctxline.record.codec import format_at
+
+    conn.execute(create)
+    done = {row[0] for row in conn.execute("SELECT version FROM migrations")}
+    known = {version for version, _, _ in steps}
+    if done - known:
+        raise IntegrityError(
+            f"the database has schema versions {sorted(done - known)} from a newer ctxline;"
+            " upgrade ctxline"
+        )
+    applied = []
+    for version, name, sql in steps:
+        if version in done:
+            continue
+        if callable(sql):
+            sql(conn)
+        else:
+            for statement in sql.split(";"):
+                if statement.strip():
+                    conn.execute(raw(statement))
+        conn.execute(
+            f"INSERT INTO migrations(version, name, applied_at) VALUES ({mark}, {mark}, {mark})",
+            (version, name, format_at(clock())),
+        )
+        applied.append(version)
+    return applied
