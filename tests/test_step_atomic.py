@@ -29,8 +29,8 @@ from ctxline import (
     ToolResult,
     UserMessage,
 )
-from ctxline.record.events import OWN_KINDS, Event, Pending, StoredEvent
-from ctxline.record.store import MAIN, Store
+from ctxline.record.events import OWN_KINDS, StoredEvent
+from ctxline.record.store import Batch, Store
 
 
 def _whole_steps(events: list[StoredEvent]) -> int:
@@ -50,22 +50,16 @@ def _whole_steps(events: list[StoredEvent]) -> int:
 
 
 class CountingStore(MemoryStore):
-    """A memory store that counts append calls (the real backend's contract, counted)."""
+    """A memory store that counts appends (the raw append every writer ends in: one
+    transaction each)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.appends = 0
 
-    def append(
-        self,
-        session: str,
-        events: Sequence[Event | Pending],
-        *,
-        expected_seq: int | None = None,
-        timeline: str = MAIN,
-    ) -> list[StoredEvent]:
+    def _append_batches_raw(self, batches: Sequence[Batch]) -> list[list[StoredEvent]]:
         self.appends += 1
-        return super().append(session, events, expected_seq=expected_seq, timeline=timeline)
+        return super()._append_batches_raw(batches)
 
 
 def test_a_step_that_reduces_is_one_append() -> None:

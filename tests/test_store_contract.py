@@ -345,14 +345,15 @@ def test_search_query_syntax_never_reaches_the_backend(store: Store) -> None:
 
 def test_search_skips_ctxline_records_and_retries(store: Store) -> None:
     from ctxline.record.events import Guide, RequestHeader
+    from ctxline.record.timeline import TimelineWriter
 
     store.create_session("s")
     batch = [Pending(UserMessage("zebra crossing"), id="u-1")]
     store.append("s", batch)
     store.append("s", batch)  # an idempotent retry indexes nothing twice
-    store.append(
-        "s",
+    TimelineWriter(store, "s").append(  # ctxline's own records, written by ctxline
         [Guide("v1", "zebra guide text"), RequestHeader(1, 1, "sha256:" + "0" * 64)],
+        authority="ctxline",
     )
     assert [h.seq for h in store.search("s", "zebra")] == [1]
     assert store.search("s", "guide") == []

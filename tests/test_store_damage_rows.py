@@ -316,3 +316,81 @@ def test_a_tampered_blob_is_refused_by_the_blob_command(tmp_path: Path) -> None:
     assert code == 2
     assert "corrupt" in err
     assert any("corrupt" in p for p in run_doctor(db).problems)
+
+
+# --- a read leaves a damaged file exactly as it found it ----------------------------------
+
+
+def _files(db: str) -> dict[str, bytes]:
+    """The database and its WAL files, byte for byte (absent files absent)."""
+    return {s: Path(db + s).read_bytes() for s in ("", "-wal", "-shm") if Path(db + s).exists()}
+
+
+READS = [
+    ["doctor"],
+    ["export", "--session", "s"],
+    ["prepare", "--session", "s", "--no-log"],
+    ["sessions"],
+]
+
+
+@pytest.mark.parametrize("leftovers", ["clean", "crashed"])
+@pytest.mark.parametrize(
+    ("name", "damage", "needle"),
+    [
+        ("body-not-json", lambda run: _relink(run, 5, "{not json"), "seq 5"),
+        ("meta-not-json", lambda run: run("UPDATE sessions SET meta = '{oops'"), "session 's'"),
+    ],
+)
+def test_a_read_leaves_a_damaged_file_byte_identical(
+    tmp_path: Path, name: str, damage: Callable[..., object], needle: str, leftovers: str
+) -> None:
+    db = str(tmp_path / "rows.db")
+    _fill(db)
+    conn = sqlite3.connect(db, isolation_level=None)
+    damage(lambda sql, *p: conn.execute(sql.replace("%s", "?"), p).fetchall())
+    if leftovers == "crashed":  # the -wal and -shm of a writer that died: frames not checkpointed
+        conn.execute("PRAGMA wal_autocheckpoint = 0")
+        conn.execute("UPDATE token_counts SET count = count")
+        keep = {s: Path(db + s).read_bytes() for s in ("-wal", "-shm")}
+        conn.close()
+        for s, data in keep.items():
+            Path(db + s).write_bytes(data)
+        assert len(keep["-wal"]) > 32
+    else:
+        conn.close()
+    before = _files(db)
+    assert set(before) == ({"", "-wal", "-shm"} if leftovers == "crashed" else {""})
+    for args in READS:
+        if args == ["sessions"] and name == "body-not-json":
+            assert _cli(*args, "--db", db)[0] == 0  # lists sessions: reads no event
+        else:
+            code, _out, err = _cli(*args, "--db", db)
+            assert code == 2, (args, err)
+            assert err.startswith("error: "), err
+            assert err.count("\n") == 1, err
+            assert needle in err or "problem(s) found" in err, (args, err)
+        after = _files(db)
+        assert set(after) == set(before), (args, sorted(before), sorted(after))
+        for suffix, data in before.items():
+            assert after[suffix] == data, (args, f"{db}{suffix} changed")
+    report = run_doctor(db)
+    assert any(needle in p for p in report.problems), report.problems
+    assert _files(db) == before
+
+
+def test_doctor_checks_the_search_index_structure_without_writing(tmp_path: Path) -> None:
+    db = str(tmp_path / "fts.db")
+    _fill(db)
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.execute(  # a leaf of the FTS5 index cut short: only the structure check sees it
+        "UPDATE search_fts_data SET block = CAST(substr(block, 1, length(block) - 8)"
+        " || x'ffffffffffffffff' AS BLOB) WHERE id > 1000"
+    )
+    conn.close()
+    before = _files(db)
+    report = run_doctor(db)
+    search = next(c for c in report.checks if c.name == "search")
+    assert "on a copy" in search.detail
+    assert any("FTS5 integrity-check failed" in p for p in search.problems), search
+    assert _files(db) == before

@@ -71,7 +71,7 @@ def prepare_cmd(
         status = status_config(status_mode, tz)
         options = prepare_options(provider, model, context_window, max_output, tokenizer)
         now = None if now_text is None else parse_at(now_text, where="--now")
-        store = open_store(db, create=False)
+        store = open_store(db, create=False, read_only=no_log)  # --no-log only reads
         store.session(session)
         ctx = Context(
             store,

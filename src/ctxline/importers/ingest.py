@@ -7,7 +7,7 @@ differing position.
 
 An import is all or nothing on every backend: every session is checked first, then
 all of them are created and appended in one transaction
-(:meth:`~ctxline.record.store.base.Store.append_batches`). A file whose second session
+(:func:`~ctxline.record.timeline.write_batches`). A file whose second session
 conflicts leaves the first unwritten too.
 
     results = import_sessions(store, load(Path("traj.json")))
@@ -24,7 +24,7 @@ from ctxline.record.authority import check_outside
 from ctxline.record.codec import canonical_json, event_to_json
 from ctxline.record.events import JsonValue, Pending, StoredEvent
 from ctxline.record.store import Batch, Store
-from ctxline.record.timeline import Authority, check_authority, save_blobs
+from ctxline.record.timeline import Authority, check_authority, write_batches
 
 __all__ = ["ImportResult", "import_sessions"]
 
@@ -116,7 +116,5 @@ def import_sessions(
             for batch in batches:
                 check_authority(batch.events, where=f"import of {batch.session}")
                 check_outside(batch.events, where=f"import of {batch.session}")
-        for batch in batches:
-            save_blobs(store.blobs, batch.events)
-        store.append_batches(batches)
+        write_batches(store, batches, authority="ctxline")  # checked above; blobs saved first
     return results

@@ -5,10 +5,10 @@ matter (a damaged page, a ``-wal`` file lost or damaged after a crash, a head th
 disagrees with its events, a row edited outside ctxline, a blob whose bytes no longer
 match their hash, a search index that drifted from the events) are silent until
 something reads the wrong bytes. The doctor looks at all of them without changing
-anything: it never migrates, repairs or rebuilds (SQLite: a read-write connection
-inside a rolled-back savepoint, for the FTS5 structure check, or a read-only one;
+anything: it never migrates, repairs or rebuilds (SQLite: a read-only connection that
+opens no WAL file, the FTS5 structure check run on a scratch copy of the index;
 PostgreSQL: ``migrate=False`` and a read-only snapshot), and it never creates a
-database.
+database: a damaged file stays byte for byte as it was found.
 
 Checks, in order. SQLite: ``file`` (header, WAL files with every frame checksummed —
 see :mod:`ctxline.record.store.sqlite_files` — and ``integrity_check``; nothing else
@@ -31,13 +31,13 @@ from pathlib import Path
 
 from ctxline.errors import IntegrityError, ValidationError
 from ctxline.record.events import JsonValue
-from ctxline.record.store.base import HealthCheck
+from ctxline.record.store.base import HealthCheck, StorageError
 from ctxline.record.store.failures import sqlite_failure
 from ctxline.record.store.sqlite_files import (
     check_sqlite_file,
-    connect_read_only,
-    file_uri,
+    file_state,
     held_open,
+    open_read_only,
 )
 from ctxline.record.store.sqlite_health import connection_health
 
@@ -95,23 +95,23 @@ def _sqlite(path: Path) -> list[HealthCheck]:
         return [HealthCheck("file", file_detail, (str(exc),))]
     if path.stat().st_size == 0:
         return [HealthCheck("file", file_detail, (f"{path} is empty: not a database",))]
-    try:  # mode=rw: never create a file; the FTS5 check needs a connection that may write
-        conn = sqlite3.connect(
-            file_uri(path, mode="rw"), uri=True, isolation_level=None, timeout=30
-        )
-        conn.execute("SELECT count(*) FROM sqlite_master").fetchall()
-    except sqlite3.Error:
-        try:
-            conn = connect_read_only(path)
-        except sqlite3.Error as exc:
-            raise sqlite_failure(exc, str(path), "open the database") from None
+    try:  # read-only, and no WAL file created or removed (see read_only_params)
+        conn, immutable = open_read_only(path)
+    except sqlite3.Error as exc:
+        raise sqlite_failure(exc, str(path), "open the database") from None
+    state = file_state(path)
     try:
-        with held_open(path):
+        with held_open(path, shm=not immutable):
             checks = connection_health(conn, full=True)
     except sqlite3.DatabaseError as exc:
         checks = [HealthCheck("pages", "reading the database", (f"{path} is damaged ({exc})",))]
     finally:
         conn.close()
+    if immutable and file_state(path)[:4] != state[:4]:
+        raise StorageError(
+            f"{path} was changed by a writer while it was checked; nothing was changed,"
+            " run ctxline doctor again"
+        )
     return [HealthCheck("file", file_detail), *checks]
 
 

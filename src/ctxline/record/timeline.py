@@ -1,7 +1,10 @@
 """The one writer of a timeline: every append goes through the same rules.
 
 Context, ``ctxline append``, ``ctxline import``, ``ctxline replay`` and the runner all
-append through :class:`TimelineWriter`, so the record is the same whatever wrote it:
+append through :class:`TimelineWriter` (or :func:`write_batches`, several sessions in one
+transaction), so the record is the same whatever wrote it; a store's own ``append`` is
+this writer with an app's authority (:mod:`ctxline.record.store.writes`), and the raw
+append is called from nowhere else:
 
 - **authority**: ctxline's own kinds (:data:`~ctxline.record.events.OWN_KINDS`: guide,
   tools, request, reduction, status) are refused from an app or an importer — they
@@ -21,48 +24,26 @@ append through :class:`TimelineWriter`, so the record is the same whatever wrote
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Literal
+from collections.abc import Mapping, Sequence
 
-from ctxline.errors import ValidationError
-from ctxline.record.blobs import BlobStore
-from ctxline.record.events import OWN_KINDS, Event, Pending, StoredEvent, ToolResult
-from ctxline.record.store import put_text
+from ctxline.record.events import Event, Pending, StoredEvent
 from ctxline.record.store.base import MAIN, Store
+from ctxline.record.store.writes import (
+    BLOB_MIN_CHARS,
+    Authority,
+    check_authority,
+    save_blobs,
+    write_batches,
+)
 
-__all__ = ["BLOB_MIN_CHARS", "Authority", "TimelineWriter", "check_authority", "save_blobs"]
-
-BLOB_MIN_CHARS = 1_024
-"""Tool results longer than this are saved as blobs when they are appended (the search
-index gives their handle too)."""
-
-Authority = Literal["app", "ctxline"]
-
-
-def check_authority(events: Iterable[Event | Pending], *, where: str = "append") -> None:
-    """Refuse ctxline's own kinds from outside, naming the kind and the event's position."""
-    for index, item in enumerate(events, start=1):
-        event = item.event if isinstance(item, Pending) else item
-        if event.kind in OWN_KINDS:
-            raise ValidationError(
-                f"event {index} is a {event.kind!r} event: that kind is ctxline's own record"
-                " (written by its step planner) and cannot be appended or imported",
-                field="kind",
-                source=where,
-            )
-
-
-def save_blobs(
-    blobs: BlobStore, events: Iterable[Event | Pending], extra: Iterable[str] = ()
-) -> None:
-    """Save long results and ``extra`` texts before their events are appended (streamed by
-    the durable backends, never a whole encoded copy)."""
-    for item in events:
-        event = item.event if isinstance(item, Pending) else item
-        if isinstance(event, ToolResult) and len(event.content) > BLOB_MIN_CHARS:
-            put_text(blobs, event.content)
-    for text in extra:
-        put_text(blobs, text)
+__all__ = [
+    "BLOB_MIN_CHARS",
+    "Authority",
+    "TimelineWriter",
+    "check_authority",
+    "save_blobs",
+    "write_batches",
+]
 
 
 class TimelineWriter:
@@ -90,7 +71,7 @@ class TimelineWriter:
         if authority != "ctxline":
             check_authority(events)
         save_blobs(self.store.blobs, events, blobs)
-        stored = self.store.append(
+        stored = self.store._append_raw(
             self.session, list(events), expected_seq=expected_seq, timeline=self.timeline
         )
         for tokenizer, counts in (token_counts or {}).items():

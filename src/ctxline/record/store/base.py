@@ -195,12 +195,30 @@ class Store(Protocol):
         expected_seq: int | None = None,
         timeline: str = MAIN,
     ) -> list[StoredEvent]:
-        """Append atomically; ``expected_seq=None`` appends at the head, whatever it is."""
+        """Append an app's events atomically under the writer's rules (ctxline's own kinds
+        refused, long results saved as blobs first: :mod:`ctxline.record.store.writes`);
+        ``expected_seq=None`` appends at the head, whatever it is."""
         ...
 
     def append_batches(self, batches: Sequence[Batch]) -> list[list[StoredEvent]]:
         """Append every batch in one transaction, in order: all of them or none
         (each checked as :meth:`append` checks one); the stored events per batch."""
+        ...
+
+    def _append_raw(
+        self,
+        session: str,
+        events: Sequence[Event | Pending],
+        *,
+        expected_seq: int | None = None,
+        timeline: str = MAIN,
+    ) -> list[StoredEvent]:
+        """The append without the writer's rules: only
+        :class:`~ctxline.record.timeline.TimelineWriter` calls it."""
+        ...
+
+    def _append_batches_raw(self, batches: Sequence[Batch]) -> list[list[StoredEvent]]:
+        """:meth:`append_batches` without the writer's rules (see :meth:`_append_raw`)."""
         ...
 
     def read(

@@ -22,7 +22,9 @@ agree on which memories match; only scores differ. One contract suite checks all
 
 from __future__ import annotations
 
+import itertools
 import json
+import math
 import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -32,7 +34,7 @@ from typing import Literal, Protocol, TypeGuard, runtime_checkable
 
 from ctxline.errors import ValidationError
 from ctxline.record.events import JsonValue
-from ctxline.record.store.textsearch import bm25_scores, parse_query, words
+from ctxline.record.store.textsearch import parse_query, words
 
 __all__ = [
     "AUTHORS",
@@ -50,6 +52,7 @@ __all__ = [
     "is_scope",
     "memories_of",
     "memory_words",
+    "newest_sql",
     "unknown",
 ]
 
@@ -213,6 +216,21 @@ class MemoryBackend(Protocol):
         ...
 
 
+def newest_sql(
+    owners: Sequence[Owner], current: str, mark: str, limit: int
+) -> tuple[str, list[object]]:
+    """The ``n`` of the newest ``limit`` entries of each owner (``current``: the condition of
+    a partial index on (scope, owner, n)), each owner read from that index and cut at
+    ``limit``, so the work is bounded by what is returned, however many entries there are."""
+    one = (
+        f"SELECT n FROM (SELECT n FROM memories WHERE scope = {mark} AND owner = {mark}"
+        f" AND {current} ORDER BY n DESC LIMIT {mark}) AS newest"
+    )
+    unique = list(dict.fromkeys(owners))
+    params: list[object] = [v for o in unique for v in (*o, limit)]
+    return " UNION ALL ".join(one for _ in unique), params
+
+
 def memories_of(store: object) -> MemoryBackend:
     """``store.memories``, or a ValidationError saying the store keeps none."""
     backend = getattr(store, "memories", None)
@@ -227,12 +245,26 @@ def unknown(memory_id: str) -> ValidationError:
 
 
 class InMemoryMemories:
-    """The memories of a :class:`~ctxline.record.store.MemoryStore` (this process only)."""
+    """The memories of a :class:`~ctxline.record.store.MemoryStore` (this process only).
+
+    Indexed like the SQL backends, so a call costs what it returns: per owner, the ids of
+    its current and of its not forgotten entries in insertion order (the overview reads
+    the newest few), an inverted index from each word to the entries holding it, and the
+    counts BM25 needs (entries, words); a key maps to its current entry. Search scores
+    the entries holding a query word exactly as :func:`~.textsearch.bm25_scores` over
+    all of the owners' entries would (the others score nothing).
+    """
 
     def __init__(self, clock: Callable[[], datetime], new_id: Callable[[], str]) -> None:
         self._clock, self._new_id = clock, new_id
         self._entries: dict[str, MemoryEntry] = {}
+        self._n: dict[str, int] = {}  # insertion order
         self._words: dict[str, tuple[list[str], Counter[str]]] = {}
+        self._current: dict[Owner, dict[str, None]] = {}
+        self._live: dict[Owner, dict[str, None]] = {}
+        self._postings: dict[Owner, dict[str, set[str]]] = {}
+        self._lengths: dict[Owner, int] = {}
+        self._keys: dict[tuple[Scope, str, str], str] = {}
         self._lock = threading.RLock()
 
     def remember(self, new: NewMemory) -> MemoryEntry:
@@ -250,12 +282,23 @@ class InMemoryMemories:
                 self._clock(),
                 meta=dict(new.meta),
             )
+            owner: Owner = (new.scope, new.owner)
             old = self.by_key(new.scope, new.owner, new.key) if new.key else None
             if old is not None:
                 self._entries[old.id] = replace(old, superseded_by=entry.id)
+                self._current[owner].pop(old.id, None)
             self._entries[entry.id] = entry
+            self._n[entry.id] = len(self._n)
             found = memory_words(new.text, new.key, new.tags)
             self._words[entry.id] = (found, Counter(found))
+            self._current.setdefault(owner, {})[entry.id] = None
+            self._live.setdefault(owner, {})[entry.id] = None
+            postings = self._postings.setdefault(owner, {})
+            for word in set(found):
+                postings.setdefault(word, set()).add(entry.id)
+            self._lengths[owner] = self._lengths.get(owner, 0) + len(found)
+            if new.key:
+                self._keys[(new.scope, new.owner, new.key)] = entry.id
             return entry
 
     def get(self, memory_id: str) -> MemoryEntry:
@@ -265,46 +308,81 @@ class InMemoryMemories:
         return entry
 
     def by_key(self, scope: Scope, owner: str, key: str) -> MemoryEntry | None:
-        return next(
-            (
-                e
-                for e in self._entries.values()
-                if e.current and e.key == key and e.scope == scope and e.owner == owner
-            ),
-            None,
-        )
+        with self._lock:
+            if not key:  # no index for entries without a key: the first current one
+                return next(
+                    (
+                        self._entries[i]
+                        for i in self._current.get((scope, owner), {})
+                        if not self._entries[i].key
+                    ),
+                    None,
+                )
+            found = self._keys.get((scope, owner, key))
+            return self._entries[found] if found is not None else None
 
     def search(self, query: str, owners: Sequence[Owner], *, limit: int = 10) -> list[MemoryHit]:
         parsed = parse_query(query)
         wanted = set(owners)
         with self._lock:
-            live = [
-                e
-                for e in self._entries.values()
-                if not e.forgotten and (e.scope, e.owner) in wanted
+            n_docs = sum(len(self._live.get(o, ())) for o in wanted)
+            if not n_docs:
+                return []
+            avgdl = sum(self._lengths.get(o, 0) for o in wanted) / n_docs or 1.0
+            candidates: set[str] = set()
+            for o in wanted:
+                postings = self._postings.get(o, {})
+                for word in parsed.words:
+                    candidates |= postings.get(word, set())
+            counts = [
+                (self._n[i], i, len(self._words[i][0]), parsed.counts(*self._words[i]))
+                for i in candidates
             ]
-            docs = [(i, *self._words[e.id]) for i, e in enumerate(live)]
-            scored = bm25_scores(docs, parsed)
-        scored.sort(key=lambda s: (-s[1], -s[0]))
-        return [MemoryHit(live[i], round(score, 6)) for i, score in scored[:limit]]
+        idf = []
+        for t in range(len(parsed.terms)):  # as bm25_scores computes it, over all n_docs
+            having = sum(1 for *_, c in counts if c[t])
+            value = math.log((n_docs - having + 0.5) / (having + 0.5))
+            idf.append(value if value > 0 else 1e-6)
+        k1, b = 1.2, 0.75
+        scored = []
+        for n, ident, length, c in counts:
+            if not any(c):
+                continue
+            score = 0.0
+            for t, tf in enumerate(c):
+                if tf:
+                    score += idf[t] * tf * (k1 + 1) / (tf + k1 * (1 - b + b * length / avgdl))
+            scored.append((n, ident, score))
+        scored.sort(key=lambda s: (-s[2], -s[0]))
+        return [MemoryHit(self._entries[i], round(score, 6)) for _, i, score in scored[:limit]]
 
     def entries(
         self, owners: Sequence[Owner] | None, *, include_superseded: bool = False, limit: int = 100
     ) -> list[MemoryEntry]:
-        wanted = None if owners is None else set(owners)
-        found = [
-            e
-            for e in self._entries.values()
-            if (wanted is None or (e.scope, e.owner) in wanted)
-            and not e.forgotten
-            and (include_superseded or e.current)
-        ]
-        return list(reversed(found))[:limit]
+        limit = max(0, int(limit))
+        index = self._live if include_superseded else self._current
+        with self._lock:
+            newest: list[tuple[int, str]] = []
+            for o in list(index) if owners is None else dict.fromkeys(owners):
+                ids = index.get(o, {})
+                newest += [(self._n[i], i) for i in itertools.islice(reversed(ids), limit)]
+            newest.sort(reverse=True)
+            return [self._entries[i] for _, i in newest[:limit]]
 
     def forget(self, memory_id: str) -> MemoryEntry:
         with self._lock:
             entry = self.get(memory_id)
             tomb = replace(entry, text="", tags=(), forgotten=True)
             self._entries[memory_id] = tomb
+            owner: Owner = (entry.scope, entry.owner)
+            if memory_id in self._live.get(owner, {}):
+                found = self._words[memory_id][0]
+                del self._live[owner][memory_id]
+                self._current[owner].pop(memory_id, None)
+                self._lengths[owner] -= len(found)
+                for word in set(found):
+                    self._postings[owner][word].discard(memory_id)
+            if self._keys.get((entry.scope, entry.owner, entry.key)) == memory_id:
+                del self._keys[(entry.scope, entry.owner, entry.key)]
             self._words[memory_id] = ([], Counter())
             return tomb

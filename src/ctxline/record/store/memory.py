@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from ctxline.errors import Conflict, UnknownSession, UnknownTimeline, ValidationError
 from ctxline.record.blobs import BlobStore, MemoryBlobs
 from ctxline.record.codec import format_at
-from ctxline.record.events import Event, JsonValue, Pending, StoredEvent
+from ctxline.record.events import JsonValue, Pending, StoredEvent
 from ctxline.record.store.base import (
     MAIN,
     Batch,
@@ -53,6 +53,7 @@ from ctxline.record.store.textsearch import (
     parse_query,
     to_hits,
 )
+from ctxline.record.store.writes import CheckedAppends
 
 __all__ = ["MemoryStore"]
 
@@ -87,7 +88,7 @@ class _Session:
     timelines: dict[str, _Timeline]
 
 
-class MemoryStore:
+class MemoryStore(CheckedAppends):
     """A store in this process's memory: the contract of every backend, nothing durable."""
 
     def __init__(self, *, clock: Clock = utc_now, new_id: IdFactory = new_ulid) -> None:
@@ -212,17 +213,8 @@ class MemoryStore:
                 return t.links[seq - t.base - 1]
         return GENESIS
 
-    def append(
-        self,
-        session: str,
-        events: Sequence[Event | Pending],
-        *,
-        expected_seq: int | None = None,
-        timeline: str = MAIN,
-    ) -> list[StoredEvent]:
-        return self.append_batches([Batch(session, events, expected_seq, timeline)])[0]
-
-    def append_batches(self, batches: Sequence[Batch]) -> list[list[StoredEvent]]:
+    def _append_batches_raw(self, batches: Sequence[Batch]) -> list[list[StoredEvent]]:
+        """The raw append (see :mod:`ctxline.record.store.writes`: only the writer calls it)."""
         prepared = [
             prepare_batch(b.session, b.timeline, b.events, b.expected_seq, b.create, b.meta)
             for b in batches

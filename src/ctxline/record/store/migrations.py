@@ -15,6 +15,9 @@ exactly where ctxline did. Appends index their events in the same transaction.
 Version 4, ``memory``: the memories kept across sessions and their FTS5 index
 (:mod:`ctxline.record.store.sqlite_memory`).
 
+Version 5, ``memory_index``: partial indexes over each owner's current and not forgotten
+memories, newest first, so the memory overview reads only the entries it shows.
+
 Version 3, ``chain``: ``chain`` holds each event's body digest and hash link
 (:mod:`ctxline.record.store.chain`), and ``timelines.link`` the link of each head; the
 migration computes both for the events already stored, parents before forks. A
@@ -33,12 +36,12 @@ import sqlite3
 from collections.abc import Callable, Sequence
 
 from ctxline.errors import IntegrityError
-from ctxline.record.codec import format_at
 from ctxline.record.parse import event_from_json
 from ctxline.record.store.base import Clock
 from ctxline.record.store.chain import GENESIS, chain_link
+from ctxline.record.store.rows import apply_steps
 from ctxline.record.store.sqlite_events import body_digest, link_at, visible_segments
-from ctxline.record.store.sqlite_memory import MEMORY_SQL
+from ctxline.record.store.sqlite_memory import MEMORY_INDEX_SQL, MEMORY_SQL
 from ctxline.record.store.textsearch import index_words
 
 __all__ = ["SQLITE_MIGRATIONS", "apply_sqlite_migrations", "index_events"]
@@ -201,34 +204,17 @@ SQLITE_MIGRATIONS: tuple[tuple[int, str, Step], ...] = (
     (2, "search", _search_index),
     (3, "chain", _chain),
     (4, "memory", MEMORY_SQL),
+    (5, "memory_index", MEMORY_INDEX_SQL),
 )
 
 
 def apply_sqlite_migrations(conn: sqlite3.Connection, clock: Clock) -> list[int]:
     """Apply pending migrations inside the caller's transaction; returns those applied."""
-    conn.execute(
-        "CREATE TABLE IF NOT EXISTS migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL,"
-        " applied_at TEXT NOT NULL)"
+    return apply_steps(
+        conn,
+        SQLITE_MIGRATIONS,
+        clock,
+        create="CREATE TABLE IF NOT EXISTS migrations (version INTEGER PRIMARY KEY, name TEXT"
+        " NOT NULL, applied_at TEXT NOT NULL)",
+        mark="?",
     )
-    done = {row[0] for row in conn.execute("SELECT version FROM migrations")}
-    known = {version for version, _, _ in SQLITE_MIGRATIONS}
-    if done - known:
-        raise IntegrityError(
-            f"the database has schema versions {sorted(done - known)} from a newer ctxline; upgrade ctxline"
-        )
-    applied = []
-    for version, name, sql in SQLITE_MIGRATIONS:
-        if version in done:
-            continue
-        if callable(sql):
-            sql(conn)
-        else:
-            for statement in sql.split(";"):
-                if statement.strip():
-                    conn.execute(statement)
-        conn.execute(
-            "INSERT INTO migrations(version, name, applied_at) VALUES (?, ?, ?)",
-            (version, name, format_at(clock())),
-        )
-        applied.append(version)
-    return applied

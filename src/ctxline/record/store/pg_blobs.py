@@ -9,18 +9,16 @@ comes back through a binary cursor (no hex text twice its size).
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from psycopg import errors as pg_errors
 
-from ctxline.errors import BlobError, ValidationError
-from ctxline.record.blobs import blob_ref, parse_ref, verify
+from ctxline.errors import BlobError
+from ctxline.record.blobs import parse_ref, verify
 from ctxline.record.store.chain import PIECE_CHARS
-from ctxline.record.store.checks import MAX_EVENT_BYTES
 from ctxline.record.store.pg_events import Pieces, copy_rows
-from ctxline.record.store.sqlite_blobs import text_pieces
+from ctxline.record.store.rows import PieceBlobs, check_blob_size
 
 if TYPE_CHECKING:
     from ctxline.record.store.postgres import PostgresStore
@@ -28,37 +26,12 @@ if TYPE_CHECKING:
 __all__ = ["PostgresBlobs"]
 
 
-class PostgresBlobs:
+class PostgresBlobs(PieceBlobs):
     def __init__(self, store: PostgresStore) -> None:
         self._store = store
 
-    def put(self, data: bytes) -> str:
-        ref = blob_ref(data)
-        view = memoryview(data)
-        self._put(
-            ref,
-            len(data),
-            lambda: (bytes(view[i : i + PIECE_CHARS]) for i in range(0, len(view), PIECE_CHARS)),
-        )
-        return ref
-
-    def put_text(self, text: str) -> str:
-        """Save ``text`` as UTF-8 (the same blob as ``put(text.encode())``), in pieces."""
-        pieces = text_pieces(text)
-        h, size = hashlib.sha256(), 0
-        for piece in pieces():
-            h.update(piece)
-            size += len(piece)
-        ref = "sha256:" + h.hexdigest()
-        self._put(ref, size, pieces)
-        return ref
-
     def _put(self, ref: str, size: int, pieces: Callable[[], Iterator[bytes]]) -> None:
-        if size > MAX_EVENT_BYTES:
-            raise ValidationError(
-                f"a blob of {size:,} bytes is over the {MAX_EVENT_BYTES:,} a store holds",
-                field="blob",
-            )
+        check_blob_size(size)
         store = self._store
         store._writable("save a blob")
         with store._guard("save a blob"):

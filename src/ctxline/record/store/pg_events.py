@@ -28,7 +28,7 @@ from ctxline.record.codec import format_at, parse_at
 from ctxline.record.events import StoredEvent
 from ctxline.record.store.chain import GENESIS, Body, ChainCheck, chain_link
 from ctxline.record.store.checks import Existing, call_ids
-from ctxline.record.store.sqlite_events import Segment, body_digest, parse_body
+from ctxline.record.store.rows import Segment, body_digest, parse_body
 
 __all__ = [
     "PgTimeline",

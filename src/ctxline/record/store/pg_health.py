@@ -19,7 +19,6 @@ import psycopg
 from ctxline.errors import CtxlineError
 from ctxline.record.codec import parse_at
 from ctxline.record.store.base import HealthCheck
-from ctxline.record.store.chain import GENESIS
 from ctxline.record.store.checks import call_ids
 from ctxline.record.store.pg_events import (
     LARGE_BODY,
@@ -32,7 +31,7 @@ from ctxline.record.store.pg_events import (
     verify_segments,
     visible_segments,
 )
-from ctxline.record.store.sqlite_events import parse_body
+from ctxline.record.store.rows import chain_health, parse_body
 from ctxline.record.store.textsearch import index_words
 
 __all__ = ["pg_health"]
@@ -203,25 +202,7 @@ def _chain(conn: Conn, chained: bool) -> HealthCheck:
         return HealthCheck(
             "chain", "no hash chain yet (schema before version 3): computed on the next open"
         )
-    problems: list[str] = []
-    n = 0
-    timelines = conn.execute(
-        "SELECT session, name FROM timelines ORDER BY session, name"
-    ).fetchall()
-    for session, name in timelines:
-        try:
-            segments, own = visible_segments(conn, session, name, True)
-            base = segments[-1].base
-            start = link_at(conn, session, segments, base) if base else GENESIS
-            found = verify_segments(conn, session, name, segments[-1:], own, start)
-        except CtxlineError as exc:
-            problems.append(_doctor(exc))
-            continue
-        n += found.checked
-        problems += found.problems
-    return HealthCheck(
-        "chain", f"{n} hash link(s) of {len(timelines)} timeline(s) recomputed", _few(problems)
-    )
+    return chain_health(conn, visible_segments, link_at, verify_segments)
 
 
 def pg_health(conn: Conn, known: set[int]) -> list[HealthCheck]:

@@ -12,89 +12,62 @@ unique index, and the loser goes again and supersedes the winner's entry.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from psycopg import errors as pg_errors
 
 from ctxline.errors import IntegrityError
-from ctxline.record.codec import format_at, parse_at
+from ctxline.record.codec import format_at
 from ctxline.record.store.memories import (
     MemoryEntry,
     MemoryHit,
     NewMemory,
     Owner,
-    Scope,
     check_new,
     memory_words,
     unknown,
+)
+from ctxline.record.store.memory_sql import (
+    COLUMNS,
+    M_COLUMNS,
+    MEMORY_INDEX_SQL,
+    SqlMemories,
+    entry_of,
+    memory_table_sql,
+    new_row,
+    owners_clause,
 )
 from ctxline.record.store.textsearch import check_limit, parse_query
 
 if TYPE_CHECKING:
     from ctxline.record.store.postgres import PostgresStore
 
-__all__ = ["PG_MEMORY_SQL", "PgMemories"]
+__all__ = ["PG_MEMORY_INDEX_SQL", "PG_MEMORY_SQL", "PgMemories"]
 
-PG_MEMORY_SQL = """
-CREATE TABLE memories (
-    n bigserial PRIMARY KEY,
-    id text NOT NULL UNIQUE,
-    scope text NOT NULL,
-    owner text NOT NULL,
-    key text NOT NULL,
-    text text NOT NULL,
-    tags text NOT NULL,
-    author text NOT NULL,
-    session text NOT NULL,
-    meta text NOT NULL,
-    created_at text NOT NULL,
-    superseded_by text,
-    forgotten_at text,
-    tsv tsvector NOT NULL
-);
-CREATE UNIQUE INDEX memories_current_key ON memories(scope, owner, key)
-    WHERE key <> '' AND superseded_by IS NULL AND forgotten_at IS NULL;
-CREATE INDEX memories_owner ON memories(scope, owner, n);
-CREATE INDEX memories_tsv ON memories USING gin (tsv)
-"""
+PG_MEMORY_SQL = memory_table_sql(
+    "bigserial",
+    "text",
+    ("tsv tsvector NOT NULL",),
+    "CREATE INDEX memories_tsv ON memories USING gin (tsv)",
+)
 """Migration 4, ``memory`` (see :data:`~ctxline.record.store.pg_migrations.PG_MIGRATIONS`)."""
 
-_COLUMNS = "id, scope, owner, text, key, tags, author, session, created_at, superseded_by, forgotten_at, meta"
-_M_COLUMNS = ", ".join(f"m.{c.strip()}" for c in _COLUMNS.split(","))
+PG_MEMORY_INDEX_SQL = MEMORY_INDEX_SQL
+"""Migration 5, ``memory_index``, as SQLite's (:data:`.memory_sql.MEMORY_INDEX_SQL`)."""
 
 
-def _entry(row: Sequence[Any]) -> MemoryEntry:
-    (ident, scope, owner, text, key, tags, author, session, at, by, gone, meta) = row
-    return MemoryEntry(
-        ident,
-        scope,
-        owner,
-        text,
-        key,
-        tuple(json.loads(tags)),
-        author,
-        session,
-        parse_at(at),
-        by or "",
-        gone is not None,
-        json.loads(meta),
-    )
-
-
-def _owners(owners: Sequence[Owner] | None) -> tuple[str, list[str]]:
-    if owners is None:  # every owner (`ctxline memory list`)
-        return "(true)", []
-    clause = " OR ".join("(m.scope = %s AND m.owner = %s)" for _ in owners) or "false"
-    return f"({clause})", [v for o in owners for v in o]
-
-
-class PgMemories:
+class PgMemories(SqlMemories):
     """``PostgresStore.memories`` (the :class:`~.memories.MemoryBackend` Protocol)."""
+
+    mark = "%s"
 
     def __init__(self, store: PostgresStore) -> None:
         self._store = store
+
+    def _reading(self) -> AbstractContextManager[Any]:
+        return self._store._snapshot()
 
     def _check(self, conn: Any) -> None:
         found = conn.execute("SELECT to_regclass('memories')").fetchone()
@@ -121,19 +94,10 @@ class PgMemories:
                             (ident, new.scope, new.owner, new.key),
                         )
                     conn.execute(
-                        f"INSERT INTO memories({_COLUMNS}, tsv) VALUES (%s, %s, %s, %s, %s, %s, %s,"
+                        f"INSERT INTO memories({COLUMNS}, tsv) VALUES (%s, %s, %s, %s, %s, %s, %s,"
                         " %s, %s, NULL, NULL, %s, to_tsvector('simple', %s))",
                         (
-                            ident,
-                            new.scope,
-                            new.owner,
-                            new.text,
-                            new.key,
-                            json.dumps(list(new.tags)),
-                            new.author,
-                            new.session,
-                            format_at(at),
-                            json.dumps(new.meta),
+                            *new_row(ident, new, at),
                             " ".join(memory_words(new.text, new.key, new.tags)),
                         ),
                     )
@@ -154,53 +118,20 @@ class PgMemories:
             meta=dict(new.meta),
         )
 
-    def _one(self, sql: str, params: Sequence[Any]) -> MemoryEntry | None:
-        with self._store._snapshot() as conn:
-            self._check(conn)
-            row = conn.execute(sql, params).fetchone()
-        return _entry(row) if row is not None else None
-
-    def get(self, memory_id: str) -> MemoryEntry:
-        found = self._one(f"SELECT {_COLUMNS} FROM memories WHERE id = %s", (memory_id,))
-        if found is None:
-            raise unknown(memory_id)
-        return found
-
-    def by_key(self, scope: Scope, owner: str, key: str) -> MemoryEntry | None:
-        return self._one(
-            f"SELECT {_COLUMNS} FROM memories WHERE scope = %s AND owner = %s AND key = %s"
-            " AND superseded_by IS NULL AND forgotten_at IS NULL",
-            (scope, owner, key),
-        )
-
     def search(self, query: str, owners: Sequence[Owner], *, limit: int = 10) -> list[MemoryHit]:
         parsed = parse_query(query)
         check_limit(limit)
-        where, params = _owners(owners)
+        where, params = owners_clause(owners, "%s", "false")
         with self._store._snapshot() as conn:
             self._check(conn)
             rows = conn.execute(
-                f"SELECT {_M_COLUMNS}, ts_rank(m.tsv, q) AS score"
+                f"SELECT {M_COLUMNS}, ts_rank(m.tsv, q) AS score"
                 " FROM memories m, websearch_to_tsquery('simple', %s) q"
                 f" WHERE m.tsv @@ q AND m.forgotten_at IS NULL AND {where}"
                 " ORDER BY score DESC, m.n DESC LIMIT %s",
                 [parsed.websearch(), *params, limit],
             ).fetchall()
-        return [MemoryHit(_entry(r[:-1]), round(float(r[-1]), 6)) for r in rows]
-
-    def entries(
-        self, owners: Sequence[Owner] | None, *, include_superseded: bool = False, limit: int = 100
-    ) -> list[MemoryEntry]:
-        where, params = _owners(owners)
-        current = "" if include_superseded else " AND m.superseded_by IS NULL"
-        with self._store._snapshot() as conn:
-            self._check(conn)
-            rows = conn.execute(
-                f"SELECT {_M_COLUMNS} FROM memories m WHERE m.forgotten_at IS NULL{current}"
-                f" AND {where} ORDER BY m.n DESC LIMIT %s",
-                [*params, max(0, int(limit))],
-            ).fetchall()
-        return [_entry(r) for r in rows]
+        return [MemoryHit(entry_of(r[:-1]), round(float(r[-1]), 6)) for r in rows]
 
     def forget(self, memory_id: str) -> MemoryEntry:
         self._store._writable("forget a memory")

@@ -16,6 +16,9 @@ back-fills it from the events already stored; appends index in their transaction
 Version 4, ``memory``: the memories kept across sessions, with a GIN-indexed
 ``tsvector`` (:mod:`ctxline.record.store.pg_memory`).
 
+Version 5, ``memory_index``: a partial index over each owner's current memories, newest
+first, as in SQLite.
+
 Version 3, ``chain``: ``chain`` (digest and hash link per event) and
 ``timelines.link``, as in SQLite; the migration computes them for the events already
 stored, parents before forks, with the bodies hashed by the server (``sha256`` of
@@ -34,12 +37,12 @@ from typing import Any
 import psycopg
 
 from ctxline.errors import IntegrityError
-from ctxline.record.codec import format_at
 from ctxline.record.parse import event_from_json
 from ctxline.record.store.base import Clock
 from ctxline.record.store.chain import GENESIS, chain_link
 from ctxline.record.store.pg_events import link_at, visible_segments
-from ctxline.record.store.pg_memory import PG_MEMORY_SQL
+from ctxline.record.store.pg_memory import PG_MEMORY_INDEX_SQL, PG_MEMORY_SQL
+from ctxline.record.store.rows import apply_steps
 from ctxline.record.store.textsearch import index_words
 
 __all__ = ["MIGRATION_LOCK", "PG_MIGRATIONS", "apply_pg_migrations", "index_events"]
@@ -207,35 +210,19 @@ PG_MIGRATIONS: tuple[tuple[int, str, Step], ...] = (
     (2, "search", _search_index),
     (3, "chain", _chain),
     (4, "memory", PG_MEMORY_SQL),
+    (5, "memory_index", PG_MEMORY_INDEX_SQL),
 )
 
 
 def apply_pg_migrations(conn: psycopg.Connection[Any], clock: Clock) -> list[int]:
     """Apply pending migrations inside the caller's transaction; returns those applied."""
     conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
-    conn.execute(
-        "CREATE TABLE IF NOT EXISTS migrations (version integer PRIMARY KEY, name text NOT NULL,"
-        " applied_at text NOT NULL)"
+    return apply_steps(
+        conn,
+        PG_MIGRATIONS,
+        clock,
+        create="CREATE TABLE IF NOT EXISTS migrations (version integer PRIMARY KEY, name text"
+        " NOT NULL, applied_at text NOT NULL)",
+        mark="%s",
+        raw=str.encode,
     )
-    done = {row[0] for row in conn.execute("SELECT version FROM migrations")}
-    known = {version for version, _, _ in PG_MIGRATIONS}
-    if done - known:
-        raise IntegrityError(
-            f"the database has schema versions {sorted(done - known)} from a newer ctxline; upgrade ctxline"
-        )
-    applied = []
-    for version, name, sql in PG_MIGRATIONS:
-        if version in done:
-            continue
-        if callable(sql):
-            sql(conn)
-        else:
-            for statement in sql.split(";"):
-                if statement.strip():
-                    conn.execute(statement.encode())
-        conn.execute(
-            "INSERT INTO migrations(version, name, applied_at) VALUES (%s, %s, %s)",
-            (version, name, format_at(clock())),
-        )
-        applied.append(version)
-    return applied

@@ -51,7 +51,7 @@ from ctxline.errors import (
     ValidationError,
 )
 from ctxline.record.blobs import BlobStore
-from ctxline.record.events import Event, Pending, StoredEvent
+from ctxline.record.events import Pending, StoredEvent
 from ctxline.record.store.base import (
     MAIN,
     Batch,
@@ -85,8 +85,9 @@ from ctxline.record.store.pg_memory import PgMemories
 from ctxline.record.store.pg_migrations import PG_MIGRATIONS, apply_pg_migrations, index_events
 from ctxline.record.store.pg_sessions import PgSessions, _read_only, _tables, pg_failure, redact
 from ctxline.record.store.retry import append_with_retry
-from ctxline.record.store.sqlite_events import Segment
+from ctxline.record.store.rows import Segment
 from ctxline.record.store.textsearch import check_limit, index_words, parse_query, to_hits
+from ctxline.record.store.writes import CheckedAppends
 
 __all__ = ["PostgresBlobs", "PostgresStore", "append_with_retry", "pg_failure", "redact"]
 
@@ -94,7 +95,7 @@ Conn = psycopg.Connection[tuple[Any, ...]]
 Prepared = tuple[list[Pending], list[Body], list[list[str]]]
 
 
-class PostgresStore(PgSessions):
+class PostgresStore(CheckedAppends, PgSessions):
     def __init__(
         self,
         dsn: str,
@@ -192,17 +193,8 @@ class PostgresStore(PgSessions):
             known.update(r[0] for r in rows)
         return known
 
-    def append(
-        self,
-        session: str,
-        events: Sequence[Event | Pending],
-        *,
-        expected_seq: int | None = None,
-        timeline: str = MAIN,
-    ) -> list[StoredEvent]:
-        return self.append_batches([Batch(session, events, expected_seq, timeline)])[0]
-
-    def append_batches(self, batches: Sequence[Batch]) -> list[list[StoredEvent]]:
+    def _append_batches_raw(self, batches: Sequence[Batch]) -> list[list[StoredEvent]]:
+        """The raw append (see :mod:`ctxline.record.store.writes`: only the writer calls it)."""
         prepared: list[Prepared] = []
         for b in batches:
             batch, bodies = prepare_batch(

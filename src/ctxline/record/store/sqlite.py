@@ -35,7 +35,7 @@ from typing import Literal
 
 from ctxline.errors import Conflict, IntegrityError, ValidationError
 from ctxline.record.blobs import BlobStore
-from ctxline.record.events import Event, Pending, StoredEvent
+from ctxline.record.events import Pending, StoredEvent
 from ctxline.record.store.base import (
     MAIN,
     Batch,
@@ -69,13 +69,15 @@ from ctxline.record.store.sqlite_events import (
 from ctxline.record.store.sqlite_files import (
     SQLITE_MAGIC,
     check_sqlite_file,
-    connect_read_only,
+    file_state,
     held_open,
+    open_read_only,
 )
 from ctxline.record.store.sqlite_health import connection_health
 from ctxline.record.store.sqlite_memory import SQLiteMemories
 from ctxline.record.store.sqlite_sessions import SQLiteSessions
 from ctxline.record.store.textsearch import check_limit, index_words, parse_query, to_hits
+from ctxline.record.store.writes import CheckedAppends
 
 __all__ = ["SQLITE_MAGIC", "SQLiteBlobs", "SQLiteStore", "check_sqlite_file"]
 
@@ -83,7 +85,7 @@ Durability = Literal["normal", "full"]
 Prepared = tuple[list[Pending], list[Body], list[list[str]]]
 
 
-class SQLiteStore(SQLiteSessions):
+class SQLiteStore(CheckedAppends, SQLiteSessions):
     def __init__(
         self,
         path: str | os.PathLike[str],
@@ -101,6 +103,9 @@ class SQLiteStore(SQLiteSessions):
         self._clock = clock
         self._new_id = new_id
         self._lock = threading.RLock()
+        self._timeout_ms = busy_timeout_ms
+        self._immutable = False
+        self._state: tuple[int | bool, ...] = ()
         memory = self.path == ":memory:"
         file = Path(self.path)
         if not memory and check:
@@ -109,7 +114,8 @@ class SQLiteStore(SQLiteSessions):
             raise ValidationError(f"no such database {self.path} (nothing was created)", field="db")
         try:
             if read_only and not memory:
-                self._conn = connect_read_only(file, timeout=busy_timeout_ms / 1000)
+                self._conn, self._immutable = open_read_only(file, timeout=busy_timeout_ms / 1000)
+                self._state = file_state(file)
             else:
                 self._conn = sqlite3.connect(
                     self.path,
@@ -141,8 +147,26 @@ class SQLiteStore(SQLiteSessions):
             raise
         self._held = ExitStack()
         if not memory:  # so later opens in this process leave this one's locks alone
-            self._held.enter_context(held_open(file))
+            self._held.enter_context(held_open(file, shm=not self._immutable))
         self._blobs = SQLiteBlobs(self)
+
+    def _reopen(self) -> None:
+        """A fresh read-only connection (an ``immutable`` one saw the files change)."""
+        file = Path(self.path)
+        conn, immutable = open_read_only(file, timeout=self._timeout_ms / 1000)
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(self._timeout_ms)}")
+            conn.execute("PRAGMA foreign_keys = ON")
+        except BaseException:
+            conn.close()
+            raise
+        held = ExitStack()
+        held.enter_context(held_open(file, shm=not immutable))
+        self._conn.close()
+        self._held.close()
+        self._conn, self._immutable, self._held = conn, immutable, held
+        self._state = file_state(file)
+        self._chained = self._check_schema()
 
     def _check_schema(self) -> bool:
         tables = {r[0] for r in self._conn.execute("SELECT name FROM sqlite_master")}
@@ -178,17 +202,8 @@ class SQLiteStore(SQLiteSessions):
                 return True
         return False
 
-    def append(
-        self,
-        session: str,
-        events: Sequence[Event | Pending],
-        *,
-        expected_seq: int | None = None,
-        timeline: str = MAIN,
-    ) -> list[StoredEvent]:
-        return self.append_batches([Batch(session, events, expected_seq, timeline)])[0]
-
-    def append_batches(self, batches: Sequence[Batch]) -> list[list[StoredEvent]]:
+    def _append_batches_raw(self, batches: Sequence[Batch]) -> list[list[StoredEvent]]:
+        """The raw append (see :mod:`ctxline.record.store.writes`: only the writer calls it)."""
         prepared = [_prepare(b) for b in batches]
         with self._write("append") as conn:
             return [

@@ -15,10 +15,10 @@ import hashlib
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
-from ctxline.errors import BlobError, ValidationError
-from ctxline.record.blobs import blob_ref, parse_ref, verify
+from ctxline.errors import BlobError
+from ctxline.record.blobs import parse_ref, verify
 from ctxline.record.store.chain import PIECE_CHARS
-from ctxline.record.store.checks import MAX_EVENT_BYTES
+from ctxline.record.store.rows import PieceBlobs, check_blob_size, text_pieces
 
 if TYPE_CHECKING:
     from ctxline.record.store.sqlite import SQLiteStore
@@ -26,51 +26,12 @@ if TYPE_CHECKING:
 __all__ = ["SQLiteBlobs", "text_pieces"]
 
 
-def text_pieces(text: str) -> Callable[[], Iterator[bytes]]:
-    """A re-startable source of ``text``'s UTF-8, a slice at a time."""
-    return lambda: (text[i : i + PIECE_CHARS].encode() for i in range(0, len(text), PIECE_CHARS))
-
-
-def _measure(pieces: Callable[[], Iterator[bytes]]) -> tuple[str, int]:
-    h = hashlib.sha256()
-    size = 0
-    for piece in pieces():
-        h.update(piece)
-        size += len(piece)
-    return "sha256:" + h.hexdigest(), size
-
-
-def _check_size(size: int) -> None:
-    if size > MAX_EVENT_BYTES:
-        raise ValidationError(
-            f"a blob of {size:,} bytes is over the {MAX_EVENT_BYTES:,} bytes a store holds",
-            field="blob",
-        )
-
-
-class SQLiteBlobs:
+class SQLiteBlobs(PieceBlobs):
     def __init__(self, store: SQLiteStore) -> None:
         self._store = store
 
-    def put(self, data: bytes) -> str:
-        ref = blob_ref(data)
-        view = memoryview(data)
-        self._put(
-            ref,
-            len(data),
-            lambda: (bytes(view[i : i + PIECE_CHARS]) for i in range(0, len(view), PIECE_CHARS)),
-        )
-        return ref
-
-    def put_text(self, text: str) -> str:
-        """Save ``text`` as UTF-8 (the same blob as ``put(text.encode())``)."""
-        pieces = text_pieces(text)
-        ref, size = _measure(pieces)
-        self._put(ref, size, pieces)
-        return ref
-
     def _put(self, ref: str, size: int, pieces: Callable[[], Iterator[bytes]]) -> None:
-        _check_size(size)
+        check_blob_size(size)
         with self._store._write("save a blob") as conn:
             if conn.execute("SELECT 1 FROM blobs WHERE ref = ?", (ref,)).fetchone():
                 return

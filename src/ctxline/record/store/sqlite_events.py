@@ -23,25 +23,22 @@ and ``ctxline doctor``.
 from __future__ import annotations
 
 import hashlib
-import json
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ctxline.errors import IntegrityError, UnknownSession, UnknownTimeline, ValidationError
 from ctxline.record.codec import format_at, parse_at
-from ctxline.record.events import Event, StoredEvent
-from ctxline.record.parse import event_from_json
+from ctxline.record.events import StoredEvent
 from ctxline.record.store.chain import (
     GENESIS,
     PIECE_CHARS,
     Body,
     ChainCheck,
     chain_link,
-    digest_text,
-    json_depth,
 )
-from ctxline.record.store.checks import MAX_DEPTH, Existing, call_ids
+from ctxline.record.store.checks import Existing, call_ids
+from ctxline.record.store.rows import Segment, body_digest, parse_body
 
 __all__ = [
     "Segment",
@@ -66,15 +63,6 @@ class TimelineRow:
     fork_seq: int | None
     head: int
     link: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class Segment:
-    """A timeline's own events ``(base, upto]`` as seen from a descendant (root first)."""
-
-    name: str
-    base: int
-    upto: int
 
 
 def timeline_row(
@@ -134,34 +122,6 @@ def link_at(conn: sqlite3.Connection, session: str, segments: Sequence[Segment],
     raise IntegrityError(
         f"{session}: seq {seq} is outside the visible timeline; run ctxline doctor"
     )
-
-
-def body_digest(body: str | bytes) -> str:
-    return (
-        "sha256:" + hashlib.sha256(body).hexdigest()
-        if isinstance(body, bytes)
-        else digest_text(body)
-    )
-
-
-def parse_body(box: list[str | bytes], where: str) -> Event:
-    """The event in a stored body; ``box`` holds the body and is emptied, so the caller
-    keeps no reference while the JSON is parsed (one copy less of a large body)."""
-    raw = box.pop()
-    try:
-        text = raw.decode() if isinstance(raw, bytes) else raw
-        del raw
-        obj = json.loads(text)
-        del text
-        deep = json_depth(obj, MAX_DEPTH)  # never rely on the recursion limit: it varies
-        if deep is not None:
-            raise ValueError(f"nested deeper than {MAX_DEPTH} at {'.'.join(deep)[:120]}")
-        return event_from_json(obj)
-    except (ValueError, RecursionError, TypeError) as exc:  # JSONDecodeError, huge ints, bad UTF-8
-        what = exc.message if isinstance(exc, ValidationError) else f"{type(exc).__name__}: {exc}"
-        raise IntegrityError(
-            f"{where}: the stored event cannot be read ({what[:200]}); run ctxline doctor"
-        ) from None
 
 
 def _stored_at(at: object, where: str) -> str:

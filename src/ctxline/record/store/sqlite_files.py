@@ -37,9 +37,12 @@ __all__ = [
     "SQLITE_MAGIC",
     "check_sqlite_file",
     "connect_read_only",
+    "file_state",
     "file_uri",
     "held_open",
     "open_here",
+    "open_read_only",
+    "read_only_params",
     "wal_frames_problem",
     "wal_problem",
 ]
@@ -57,6 +60,8 @@ above it (``ctxline doctor`` always runs the full check)."""
 
 _open_lock = threading.Lock()
 _open_count: dict[tuple[int, int], int] = {}
+_shm_count: dict[tuple[int, int], int] = {}
+"""Of those, the ones whose connection uses the WAL files (a writer, a ``mode=ro`` reader)."""
 
 
 def _key(path: Path) -> tuple[int, int] | None:
@@ -67,29 +72,44 @@ def _key(path: Path) -> tuple[int, int] | None:
     return (st.st_dev, st.st_ino)
 
 
+def _count(counts: dict[tuple[int, int], int], key: tuple[int, int], step: int) -> None:
+    left = counts.get(key, 0) + step
+    if left > 0:
+        counts[key] = left
+    else:
+        counts.pop(key, None)
+
+
 @contextmanager
-def held_open(path: Path) -> Iterator[None]:
-    """Mark ``path`` as open in this process for as long as the block runs."""
+def held_open(path: Path, *, shm: bool = False) -> Iterator[None]:
+    """Mark ``path`` as open in this process for as long as the block runs (``shm``: by a
+    connection that uses its ``-wal`` and ``-shm``)."""
     key = _key(path)
     if key is not None:
         with _open_lock:
-            _open_count[key] = _open_count.get(key, 0) + 1
+            _count(_open_count, key, 1)
+            if shm:
+                _count(_shm_count, key, 1)
     try:
         yield
     finally:
         if key is not None:
             with _open_lock:
-                left = _open_count.get(key, 1) - 1
-                if left:
-                    _open_count[key] = left
-                else:
-                    _open_count.pop(key, None)
+                _count(_open_count, key, -1)
+                if shm:
+                    _count(_shm_count, key, -1)
 
 
 def open_here(path: Path) -> bool:
     key = _key(path)
     with _open_lock:
         return key is not None and key in _open_count
+
+
+def _shm_here(path: Path) -> bool:
+    key = _key(path)
+    with _open_lock:
+        return key is not None and key in _shm_count
 
 
 # --- the checks before opening -------------------------------------------------------------
@@ -100,23 +120,69 @@ def file_uri(path: Path, **params: str) -> str:
     return f"file:{quote(str(path.absolute()))}?{query}"
 
 
-def connect_read_only(path: Path, *, timeout: float = 30.0) -> sqlite3.Connection:
-    """A read-only connection that never creates or changes the database file.
+def file_state(path: Path) -> tuple[int | bool, ...]:
+    """What an ``immutable`` reader of ``path`` relies on: the database file (inode, size,
+    times) and which of its WAL files exist. Only ``stat`` calls: no descriptor is opened,
+    so no lock of this process is dropped."""
+    try:
+        st = path.stat()
+    except OSError:
+        return ()
+    wal, shm = Path(f"{path}-wal").exists(), Path(f"{path}-shm").exists()
+    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, wal, shm)
 
-    ``mode=ro`` first; where SQLite cannot open the WAL files (a read-only file system
-    or folder) and no ``-wal`` holds anything, ``immutable=1`` (no locks, no WAL: right
-    for a file nobody can be writing).
+
+def read_only_params(path: Path) -> dict[str, str]:
+    """How to open ``path`` for reading without changing any of its files.
+
+    A database some connection has open (here or in another process): ``mode=ro``, the
+    ``-wal`` and ``-shm`` are that connection's and are shared as SQLite shares them. A
+    crashed writer's ``-wal`` holding frames: ``mode=ro`` with ``readonly_shm=1`` (SQLite
+    reads the frames into memory and writes no index). Otherwise the database file holds
+    everything: ``immutable=1``, which opens no ``-wal`` or ``-shm`` (``mode=ro`` alone
+    would create both, and leave them behind); the store reopens such a connection when
+    the files change (:func:`file_state`).
     """
+    if _shm_here(path) or live(path):
+        return {"mode": "ro"}
+    wal, shm = Path(f"{path}-wal"), Path(f"{path}-shm")
+    try:
+        frames = wal.stat().st_size > 32  # more than the WAL header
+    except OSError:
+        frames = False
+    if frames:
+        return {"mode": "ro", "readonly_shm": "1"} if shm.exists() else {"mode": "ro"}
+    return {"mode": "ro", "immutable": "1"}
+
+
+def connect_read_only(path: Path, *, timeout: float = 30.0) -> sqlite3.Connection:
+    """A read-only connection that never creates or changes a file of the database
+    (see :func:`read_only_params`; its ``immutable`` parameter says which it is)."""
+    return open_read_only(path, timeout=timeout)[0]
+
+
+def open_read_only(path: Path, *, timeout: float = 30.0) -> tuple[sqlite3.Connection, bool]:
+    """:func:`connect_read_only`, and whether the connection is ``immutable``.
+
+    Where SQLite cannot open the WAL files (a read-only file system or folder) and no
+    ``-wal`` holds anything, ``immutable=1`` (no locks, no WAL: right for a file nobody
+    can be writing).
+    """
+    params = read_only_params(path)
     try:
         conn = sqlite3.connect(
-            file_uri(path, mode="ro"), uri=True, isolation_level=None, timeout=timeout
+            file_uri(path, **params), uri=True, isolation_level=None, timeout=timeout
         )
         conn.execute("SELECT count(*) FROM sqlite_master").fetchall()
-        return conn
+        return conn, "immutable" in params
     except sqlite3.Error as exc:
         code = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF
         wal = Path(f"{path}-wal")
-        if code not in (SQLITE_CODES["CANTOPEN"], SQLITE_CODES["READONLY"], SQLITE_CODES["PERM"]):
+        if "immutable" in params or code not in (
+            SQLITE_CODES["CANTOPEN"],
+            SQLITE_CODES["READONLY"],
+            SQLITE_CODES["PERM"],
+        ):
             raise
         if wal.exists() and wal.stat().st_size > 0:
             raise sqlite_failure(
@@ -127,7 +193,7 @@ def connect_read_only(path: Path, *, timeout: float = 30.0) -> sqlite3.Connectio
     conn = sqlite3.connect(
         file_uri(path, mode="ro", immutable="1"), uri=True, isolation_level=None, timeout=timeout
     )
-    return conn
+    return conn, True
 
 
 def check_sqlite_file(path: Path) -> None:

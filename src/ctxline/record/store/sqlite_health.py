@@ -31,8 +31,9 @@ from ctxline.errors import CtxlineError, IntegrityError
 from ctxline.record.codec import parse_at
 from ctxline.record.events import JsonValue
 from ctxline.record.store.base import HealthCheck, SessionInfo
-from ctxline.record.store.chain import GENESIS, PIECE_CHARS
+from ctxline.record.store.chain import PIECE_CHARS
 from ctxline.record.store.checks import call_ids
+from ctxline.record.store.rows import chain_health
 from ctxline.record.store.sqlite_events import (
     link_at,
     parse_body,
@@ -215,25 +216,7 @@ def chain_check(conn: sqlite3.Connection) -> HealthCheck:
         return HealthCheck(
             "chain", "no hash chain yet (schema before version 3): computed on the next write open"
         )
-    problems: list[str] = []
-    n = 0
-    timelines = conn.execute(
-        "SELECT session, name FROM timelines ORDER BY session, name"
-    ).fetchall()
-    for session, name in timelines:
-        try:
-            segments, own = visible_segments(conn, session, name, True)
-            base = segments[-1].base
-            start = link_at(conn, session, segments, base) if base else GENESIS
-            found = verify_segments(conn, session, name, segments[-1:], own, start)
-        except CtxlineError as exc:
-            problems.append(str(exc).removesuffix("; run ctxline doctor"))
-            continue
-        n += found.checked
-        problems += found.problems
-    return HealthCheck(
-        "chain", f"{n} hash link(s) of {len(timelines)} timeline(s) recomputed", _listed(problems)
-    )
+    return chain_health(conn, visible_segments, link_at, verify_segments)
 
 
 def blobs_check(conn: sqlite3.Connection) -> HealthCheck:
@@ -256,6 +239,42 @@ def blobs_check(conn: sqlite3.Connection) -> HealthCheck:
     return HealthCheck("blobs", f"{len(rows)} blob(s) re-hashed", _listed(problems))
 
 
+def fts_check_copy(conn: sqlite3.Connection, table: str) -> None:
+    """FTS5's ``integrity-check`` of ``table`` run on a copy of its shadow tables in a
+    private temporary database (deleted on close), so ``conn`` may be read-only and
+    nothing of the record is written. Raises what the check raises."""
+    (sql,) = conn.execute("SELECT sql FROM sqlite_master WHERE name = ?", (table,)).fetchone()
+    scratch = sqlite3.connect("", isolation_level=None)
+    factory = conn.text_factory
+    conn.text_factory = _text_or_bytes  # a damaged text value is copied as it is
+    try:
+        scratch.execute(sql)
+        shadows = [
+            r[0]
+            for r in scratch.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+            if r[0].startswith(f"{table}_")
+        ]
+        scratch.execute("BEGIN")
+        for name in shadows:
+            scratch.execute(f"DELETE FROM {name}")
+            rows = conn.execute(f"SELECT * FROM {name}")
+            while chunk := rows.fetchmany(500):
+                marks = ", ".join("?" * len(chunk[0]))
+                scratch.executemany(f"INSERT INTO {name} VALUES ({marks})", chunk)
+        scratch.execute("COMMIT")
+        scratch.execute(f"INSERT INTO {table}({table}) VALUES ('integrity-check')")
+    finally:
+        conn.text_factory = factory
+        scratch.close()
+
+
+def _text_or_bytes(data: bytes) -> str | bytes:
+    try:
+        return data.decode()
+    except UnicodeDecodeError:
+        return data
+
+
 def search_check(conn: sqlite3.Connection, words: dict[tuple[str, str, int], int]) -> HealthCheck:
     """The FTS5 index against the record: one entry per searchable event, word counts equal."""
     if "search_docs" not in _tables(conn):
@@ -272,10 +291,14 @@ def search_check(conn: sqlite3.Connection, words: dict[tuple[str, str, int], int
             conn.execute("ROLLBACK TO doctor")
             conn.execute("RELEASE doctor")
     except sqlite3.DatabaseError as exc:
-        if "readonly" in str(exc).replace("-", "").replace(" ", ""):
-            structure = "FTS5 structure not checked (read-only file), "
-        else:
+        if "readonly" not in str(exc).replace("-", "").replace(" ", ""):
             problems.append(f"FTS5 integrity-check failed: {exc}")
+        else:  # a read-only connection: the same check on a scratch copy of the index
+            structure = "FTS5 integrity-check (on a copy), "
+            try:
+                fts_check_copy(conn, "search_fts")
+            except sqlite3.DatabaseError as copied:
+                problems.append(f"FTS5 integrity-check failed: {copied}")
     docs = {
         (r[1], r[2], r[3]): r[0]
         for r in conn.execute("SELECT id, session, timeline, seq FROM search_docs")

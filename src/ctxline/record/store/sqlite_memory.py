@@ -12,86 +12,55 @@ text. See :mod:`ctxline.record.store.memories` for the semantics.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING
 
 from ctxline.errors import IntegrityError
-from ctxline.record.codec import format_at, parse_at
+from ctxline.record.codec import format_at
 from ctxline.record.store.memories import (
     MemoryEntry,
     MemoryHit,
     NewMemory,
     Owner,
-    Scope,
     check_new,
     memory_words,
     unknown,
+)
+from ctxline.record.store.memory_sql import (
+    COLUMNS,
+    M_COLUMNS,
+    MEMORY_INDEX_SQL,
+    SqlMemories,
+    entry_of,
+    memory_table_sql,
+    new_row,
+    owners_clause,
 )
 from ctxline.record.store.textsearch import check_limit, parse_query
 
 if TYPE_CHECKING:
     from ctxline.record.store.sqlite import SQLiteStore
 
-__all__ = ["MEMORY_SQL", "SQLiteMemories"]
+__all__ = ["MEMORY_INDEX_SQL", "MEMORY_SQL", "SQLiteMemories"]
 
-MEMORY_SQL = """
-CREATE TABLE memories (
-    n INTEGER PRIMARY KEY,
-    id TEXT NOT NULL UNIQUE,
-    scope TEXT NOT NULL,
-    owner TEXT NOT NULL,
-    key TEXT NOT NULL,
-    text TEXT NOT NULL,
-    tags TEXT NOT NULL,
-    author TEXT NOT NULL,
-    session TEXT NOT NULL,
-    meta TEXT NOT NULL,
-    created_at TEXT NOT NULL,
-    superseded_by TEXT,
-    forgotten_at TEXT
-);
-CREATE UNIQUE INDEX memories_current_key ON memories(scope, owner, key)
-    WHERE key <> '' AND superseded_by IS NULL AND forgotten_at IS NULL;
-CREATE INDEX memories_owner ON memories(scope, owner, n);
-CREATE VIRTUAL TABLE memory_fts USING fts5(words, tokenize='ascii')
-"""
+MEMORY_SQL = memory_table_sql(
+    "INTEGER", "TEXT", (), "CREATE VIRTUAL TABLE memory_fts USING fts5(words, tokenize='ascii')"
+)
 """Migration 4, ``memory`` (see :data:`~ctxline.record.store.migrations.SQLITE_MIGRATIONS`)."""
 
-_COLUMNS = "id, scope, owner, text, key, tags, author, session, created_at, superseded_by, forgotten_at, meta"
 
-
-def _entry(row: Sequence[Any]) -> MemoryEntry:
-    (ident, scope, owner, text, key, tags, author, session, at, by, gone, meta) = row
-    return MemoryEntry(
-        ident,
-        scope,
-        owner,
-        text,
-        key,
-        tuple(json.loads(tags)),
-        author,
-        session,
-        parse_at(at),
-        by or "",
-        gone is not None,
-        json.loads(meta),
-    )
-
-
-def _owners(owners: Sequence[Owner] | None) -> tuple[str, list[str]]:
-    if owners is None:  # every owner (`ctxline memory list`)
-        return "(1)", []
-    clause = " OR ".join("(m.scope = ? AND m.owner = ?)" for _ in owners) or "0"
-    return f"({clause})", [v for o in owners for v in o]
-
-
-class SQLiteMemories:
+class SQLiteMemories(SqlMemories):
     """``SQLiteStore.memories`` (the :class:`~.memories.MemoryBackend` Protocol)."""
+
+    mark = "?"
 
     def __init__(self, store: SQLiteStore) -> None:
         self._store = store
+
+    def _reading(self) -> AbstractContextManager[sqlite3.Connection]:
+        return self._store._reading()
 
     def _check(self, conn: sqlite3.Connection) -> None:
         found = conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'memories'").fetchone()
@@ -114,19 +83,8 @@ class SQLiteMemories:
                     (ident, new.scope, new.owner, new.key),
                 )
             cur = conn.execute(
-                f"INSERT INTO memories({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL, ?)",
-                (
-                    ident,
-                    new.scope,
-                    new.owner,
-                    new.text,
-                    new.key,
-                    json.dumps(list(new.tags)),
-                    new.author,
-                    new.session,
-                    format_at(at),
-                    json.dumps(new.meta),
-                ),
+                f"INSERT INTO memories({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL, ?)",
+                new_row(ident, new, at),
             )
             conn.execute(
                 "INSERT INTO memory_fts(rowid, words) VALUES (?, ?)",
@@ -145,56 +103,20 @@ class SQLiteMemories:
             meta=dict(new.meta),
         )
 
-    def get(self, memory_id: str) -> MemoryEntry:
-        with self._store._reading() as conn:
-            self._check(conn)
-            row = conn.execute(
-                f"SELECT {_COLUMNS} FROM memories WHERE id = ?", (memory_id,)
-            ).fetchone()
-        if row is None:
-            raise unknown(memory_id)
-        return _entry(row)
-
-    def by_key(self, scope: Scope, owner: str, key: str) -> MemoryEntry | None:
-        with self._store._reading() as conn:
-            self._check(conn)
-            row = conn.execute(
-                f"SELECT {_COLUMNS} FROM memories WHERE scope = ? AND owner = ? AND key = ?"
-                " AND superseded_by IS NULL AND forgotten_at IS NULL",
-                (scope, owner, key),
-            ).fetchone()
-        return _entry(row) if row is not None else None
-
     def search(self, query: str, owners: Sequence[Owner], *, limit: int = 10) -> list[MemoryHit]:
         parsed = parse_query(query)
         check_limit(limit)
-        where, params = _owners(owners)
-        cols = ", ".join(f"m.{c.strip()}" for c in _COLUMNS.split(","))
+        where, params = owners_clause(owners, "?", "0")
         with self._store._reading() as conn:
             self._check(conn)
             rows = conn.execute(
-                f"SELECT {cols}, -bm25(memory_fts) AS score FROM memory_fts"
+                f"SELECT {M_COLUMNS}, -bm25(memory_fts) AS score FROM memory_fts"
                 " JOIN memories m ON m.n = memory_fts.rowid"
                 f" WHERE memory_fts MATCH ? AND m.forgotten_at IS NULL AND {where}"
                 " ORDER BY score DESC, m.n DESC LIMIT ?",
                 [parsed.fts5(), *params, limit],
             ).fetchall()
-        return [MemoryHit(_entry(r[:-1]), round(float(r[-1]), 6)) for r in rows]
-
-    def entries(
-        self, owners: Sequence[Owner] | None, *, include_superseded: bool = False, limit: int = 100
-    ) -> list[MemoryEntry]:
-        where, params = _owners(owners)
-        current = "" if include_superseded else " AND m.superseded_by IS NULL"
-        cols = ", ".join(f"m.{c.strip()}" for c in _COLUMNS.split(","))
-        with self._store._reading() as conn:
-            self._check(conn)
-            rows = conn.execute(
-                f"SELECT {cols} FROM memories m WHERE m.forgotten_at IS NULL{current} AND {where}"
-                " ORDER BY m.n DESC LIMIT ?",
-                [*params, max(0, int(limit))],
-            ).fetchall()
-        return [_entry(r) for r in rows]
+        return [MemoryHit(entry_of(r[:-1]), round(float(r[-1]), 6)) for r in rows]
 
     def forget(self, memory_id: str) -> MemoryEntry:
         with self._store._write("forget a memory") as conn:

@@ -15,6 +15,7 @@ import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
+from pathlib import Path
 
 from ctxline.errors import UnknownSession, ValidationError
 from ctxline.record.codec import format_at
@@ -24,6 +25,7 @@ from ctxline.record.store.chain import GENESIS
 from ctxline.record.store.checks import check_id, check_meta, check_name, check_seq
 from ctxline.record.store.failures import sqlite_failure
 from ctxline.record.store.sqlite_events import link_at, visible_segments
+from ctxline.record.store.sqlite_files import file_state
 from ctxline.record.store.sqlite_health import session_info
 
 __all__ = ["SQLiteSessions"]
@@ -38,6 +40,13 @@ class SQLiteSessions:
     _lock: threading.RLock
     _clock: Clock
     _chained: bool
+    _immutable: bool
+    """A read-only connection with ``immutable=1`` (it opens no WAL file; see
+    :func:`~ctxline.record.store.sqlite_files.read_only_params`)."""
+    _state: tuple[int | bool, ...]
+
+    def _reopen(self) -> None:
+        raise NotImplementedError
 
     @contextmanager
     def _write(self, doing: str = "write") -> Iterator[sqlite3.Connection]:
@@ -64,11 +73,20 @@ class SQLiteSessions:
 
     @contextmanager
     def _reading(self) -> Iterator[sqlite3.Connection]:
-        """One read transaction (one snapshot), engine errors typed."""
+        """One read transaction (one snapshot), engine errors typed.
+
+        An ``immutable`` connection sees nothing a writer does, so before each read
+        transaction the files are compared with those it opened (``stat`` only), and a
+        changed database reopens it (joining the writer's ``-wal``); a database file that
+        changed *during* the transaction (a checkpoint under it) fails the read instead of
+        returning what may be a torn page.
+        """
         with self._lock:
-            conn = self._conn
-            nested = conn.in_transaction
+            nested = self._conn.in_transaction
             try:
+                if self._immutable and not nested and file_state(Path(self.path)) != self._state:
+                    self._reopen()
+                conn = self._conn
                 if not nested:
                     conn.execute("BEGIN")
                 try:
@@ -78,6 +96,15 @@ class SQLiteSessions:
                         conn.execute("COMMIT")
             except sqlite3.Error as exc:
                 raise sqlite_failure(exc, self.path, "read the database") from None
+            if (
+                self._immutable
+                and not nested
+                and file_state(Path(self.path))[:4] != self._state[:4]
+            ):
+                raise StorageError(
+                    f"{self.path} was changed by a writer while it was read; nothing was"
+                    " changed, run the command again"
+                )
 
     def schema_versions(self) -> list[int]:
         with self._reading() as conn:
