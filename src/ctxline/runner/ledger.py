@@ -85,7 +85,6 @@ class Ledger:
     ran: dict[str, int] = field(default_factory=dict)
     recent: deque[CallEntry] = field(default_factory=lambda: deque(maxlen=RECENT))
     task_seq: int = 0
-    task_text: str = ""
     turns: int = 0
     tool_calls: int = 0
     totals: Totals = field(default_factory=Totals)
@@ -115,7 +114,7 @@ class Ledger:
         self.fed += 1
         self.last_id = stored.id
         if isinstance(event, UserMessage):
-            self.task_seq, self.task_text = stored.seq, event.text
+            self.task_seq = stored.seq
             self.turns = self.tool_calls = 0
             self.totals = Totals(table=self.table)
             self.last_reply, self.answered = None, set()

@@ -82,7 +82,6 @@ class ViewCache:
     """``tags.escape`` by text: a view rendered again (after a compaction) escapes nothing twice."""
     fed_seq: int = 0
     fed_id: str = ""
-    dirty: bool = False
     marks_fed: int = 0
     generation: int = 0
     frozen_tokens: list[int] = field(default_factory=list)
@@ -130,7 +129,7 @@ class ViewCache:
         record fold, the previous request and the token counts."""
         self.generation += 1
         self.builder = HistoryBuilder(escape=self._escape)
-        self.fed_seq, self.fed_id, self.dirty, self.marks_fed = 0, "", False, 0
+        self.fed_seq, self.fed_id, self.marks_fed = 0, "", 0
         self.frozen_tokens, self.frozen_prefix_sum = [], [0]
         self.openai, self.anthropic = OpenAIAssembler(), AnthropicAssembler()
         self.compact_shown = False

@@ -64,11 +64,6 @@ def pg_failure(exc: psycopg.Error, where: str, doing: str) -> CtxlineError | Non
     return None
 
 
-def _refuse_nul(what: str, value: str) -> None:
-    if "\x00" in value:
-        raise ValidationError(f"{what} {value[:40]!r} contains a NUL character", field=what)
-
-
 class PgSessions:
     """What a PostgreSQL record does besides events (the base of ``PostgresStore``)."""
 
