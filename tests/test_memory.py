@@ -298,3 +298,25 @@ def test_memory_list_shows_every_owner_and_names_the_filter_that_hid_some(
     texts = [e["text"] for e in json.loads(shop.stdout)]
     assert texts == ["Deploys run with make release", "Mia prefers email"]
     assert "1 more memory of other owners hidden by --project shop" in shop.stderr
+
+
+@pytest.mark.parametrize(
+    ("fields", "field"),
+    [
+        ({"text": "deploy \udc80 on fridays"}, "text"),
+        ({"text": "ok", "key": "k\ud800"}, "key"),
+        ({"text": "ok", "tags": ["t\udfff"]}, "tag"),
+    ],
+)
+@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+def test_a_lone_surrogate_is_a_validation_error_naming_the_field(
+    fields: dict[str, Any], field: str, backend: str, tmp_path: Path
+) -> None:
+    """Issue 24: ``Memory.remember`` with a lone surrogate raised UnicodeEncodeError on SQLite."""
+    store = MemoryStore() if backend == "memory" else SQLiteStore(tmp_path / "m.db")
+    memory = Memory(store)
+    with pytest.raises(ValidationError) as caught:
+        memory.remember(**fields)
+    assert caught.value.field == field
+    assert "lone surrogate" in str(caught.value)
+    assert memory.entries() == []  # nothing was written

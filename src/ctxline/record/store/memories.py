@@ -143,7 +143,20 @@ def _line(value: str, what: str, limit: int) -> str:
         raise ValidationError(
             f"the memory's {what} must be one line without control characters", field=what
         )
+    _no_surrogate(value, what)
     return value
+
+
+def _no_surrogate(value: str, what: str) -> None:
+    """A lone surrogate cannot be stored as UTF-8 by any backend: refuse it by name."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValidationError(
+            f"the memory's {what} has a lone surrogate (U+{ord(value[exc.start]):04X}) at"
+            f" character {exc.start}: it is not valid Unicode text",
+            field=what,
+        ) from None
 
 
 def check_new(new: NewMemory) -> NewMemory:
@@ -157,6 +170,7 @@ def check_new(new: NewMemory) -> NewMemory:
         )
     if "\x00" in new.text:
         raise ValidationError("the memory's text contains a NUL character", field="text")
+    _no_surrogate(new.text, "text")
     if not is_scope(new.scope):
         raise ValidationError(
             f"scope must be one of {list(SCOPES)}, got {new.scope!r}", field="scope"
