@@ -204,3 +204,17 @@ def test_an_agent_loads_a_skill_and_follows_its_file() -> None:
     assert "# Reviewing SQL" in got["a"].content
     assert got["a"].meta["skills"]["loaded"] == "sql-review"
     assert "CONCURRENTLY" in got["b"].content
+
+
+def test_a_skill_file_that_is_a_fifo_is_refused_not_read(tmp_path: Path) -> None:
+    """Issue 24 (hangs): reading a FIFO named SKILL.md would block ``load_skill`` forever."""
+    import os
+
+    from ctxline.errors import ValidationError
+    from ctxline.skills.folder import load_skill
+
+    folder = tmp_path / "pipe"
+    folder.mkdir()
+    os.mkfifo(folder / "SKILL.md")
+    with pytest.raises(ValidationError, match="not a regular file"):
+        load_skill(folder)

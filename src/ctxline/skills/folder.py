@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -195,7 +196,10 @@ def load_skill(folder: str | Path) -> Skill:
     try:
         if path.exists():
             _inside(path, folder, "skill file")
-        if path.stat().st_size > MAX_SKILL_BYTES:
+        info = path.stat()
+        if not stat.S_ISREG(info.st_mode):  # a FIFO or a device would block or never end
+            raise ValidationError(f"{path}: not a regular file", field="skill")
+        if info.st_size > MAX_SKILL_BYTES:
             raise ValidationError(f"{path}: larger than {MAX_SKILL_BYTES:,} bytes", field="skill")
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
