@@ -1,6 +1,7 @@
 """Packed request headers: half the bytes, the same header, the same rebuild — old ones too.
 
-``tests/data/plain_request_headers.jsonl`` is a timeline written before headers were
+``tests/fixtures/plain_request_headers.jsonl`` (not in tests/data: a folder import there
+refuses its own kinds) is a timeline written before headers were
 packed (13 steps, two reductions, non-default options): every one of its headers must
 still parse, write back to its very bytes (the hash chain is over them) and rebuild to
 its logged hash; a Context that goes on with it logs packed headers that rebuild too.
@@ -36,7 +37,7 @@ from ctxline.view.options import PrepareOptions
 from ctxline.view.rebuild import rebuild_all, rebuild_request
 from test_cli import export, ok
 
-FIXTURE = Path(__file__).parent / "data" / "plain_request_headers.jsonl"
+FIXTURE = Path(__file__).parent / "fixtures" / "plain_request_headers.jsonl"
 SESSION = FIXTURE.stem  # an import names the session after its file
 
 
