@@ -151,6 +151,10 @@ def test_options_not_in_the_table_or_of_another_type_stay_in_opts() -> None:
     }
     report: dict[str, JsonValue] = {"step": 2, "tokens": {"total": 3}, "pairing": pairing}
     report.update(provider="openai", tokenizer="o200k_base", actions=[], guide_version=None)
+    report["budget"] = {"context_window": 128000, "max_output": 4096, "input_limit": 123904}
+    report["budget"].update(
+        pressure_line=99123, target=74342, over_limit=False, over_pressure=False
+    )
     packed = pack(options, report, step=2)
     assert packed is not None
     assert packed[0] == {"edit_gain": 5, "call_labels": True}
@@ -178,3 +182,28 @@ def test_a_header_with_both_forms_is_refused() -> None:
     obj["rep"] = {}
     with pytest.raises(ValidationError, match="not both"):
         event_from_json(obj)
+
+
+def test_candidate_names_and_the_threshold_pack_and_come_back() -> None:
+    header = _headers(_old())[6]  # step 7: a trim, what the rungs weighed, a cost decision
+    considered = header.report["considered"]
+    assert isinstance(considered, list)
+    assert considered
+    packed = json.loads(canonical_json(event_to_json(replace(header, plain=False))))
+    first = packed["rep"]["considered"][0]
+    assert first["candidates"] == "trim:6 +3 +3 +3"
+    assert event_from_json(packed) == header
+    names = ["trim:9", "fold:4", "fold:12", "trim:3", "drop:x"]  # not all packable: kept
+    report = dict(header.report, considered=[{"rung": "r", "candidates": names, "count": 5}])
+    back = event_from_json(
+        json.loads(canonical_json(event_to_json(replace(header, report=report))))
+    )
+    assert isinstance(back, RequestHeader)
+    assert back.report == report
+
+
+def test_a_packed_name_list_that_is_not_one_is_a_clear_error() -> None:
+    packed = json.loads(canonical_json(event_to_json(replace(_headers(_old())[6], plain=False))))
+    packed["rep"]["considered"][0]["candidates"] = "trim:6 +x"
+    with pytest.raises(ValidationError, match="rep"):
+        event_from_json(packed)

@@ -23,7 +23,8 @@ chain over them, never change.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping
 
 from ctxline.record.events import JsonValue
 
@@ -56,6 +57,60 @@ OPTIONS_V1: Mapping[str, JsonValue] = {
 _PREFIX_DEFAULTS: Mapping[str, JsonValue] = {"first_difference": None}
 _BUDGET_DEFAULTS: Mapping[str, JsonValue] = {"over_limit": False, "over_pressure": False}
 _PAIRING = ("duplicates", "late", "orphans", "renamed", "repaired")
+
+
+_NAMED = re.compile(r"([a-z_]+):([1-9][0-9]{0,17})")
+"""A candidate's name in ``considered`` (``trim:812``): packed with the others as one text."""
+
+
+def _pack_names(names: JsonValue) -> JsonValue:
+    """``["trim:8689", "trim:8692", "fold:9001"]`` as ``"trim:8689 +3 fold:9001"`` (a name
+    of the previous kind as its distance from the previous seq); other lists as they are."""
+    if not isinstance(names, list) or not names:
+        return names
+    out: list[str] = []
+    kind, seq = "", 0
+    for name in names:
+        match = _NAMED.fullmatch(name) if isinstance(name, str) else None
+        if match is None:
+            return names
+        new_kind, new_seq = match[1], int(match[2])
+        if new_kind == kind:
+            out.append(f"{new_seq - seq:+d}")
+        else:
+            out.append(f"{new_kind}:{new_seq}")
+        kind, seq = new_kind, new_seq
+    return " ".join(out)
+
+
+def _unpack_names(text: JsonValue) -> JsonValue:
+    if not isinstance(text, str):
+        return text
+    names: list[JsonValue] = []
+    kind, seq = "", 0
+    for part in text.split(" "):
+        if part[:1] in "+-":
+            seq += int(part)
+        else:
+            kind, _, number = part.partition(":")
+            seq = int(number)
+        names.append(f"{kind}:{seq}")
+    return names
+
+
+def _map_considered(report: dict[str, JsonValue], how: Callable[[JsonValue], JsonValue]) -> None:
+    considered = report.get("considered")
+    if not isinstance(considered, list):
+        return
+    items: list[JsonValue] = []
+    for item in considered:
+        if isinstance(item, dict):
+            item = dict(item)
+            for key in ("candidates", "adopted"):
+                if key in item:
+                    item[key] = how(item[key])
+        items.append(item)
+    report["considered"] = items
 
 
 def _sorted(obj: dict[str, JsonValue]) -> dict[str, JsonValue]:
@@ -97,6 +152,27 @@ def _text(value: object) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False)
 
 
+def _cost_derived(
+    options: Mapping[str, JsonValue], cost: Mapping[str, JsonValue], report: Mapping[str, JsonValue]
+) -> dict[str, JsonValue]:
+    """The cost decision's ``threshold`` under the line: edit gain × write premium × total."""
+    gain, premium, tokens = (
+        options.get("edit_gain"),
+        cost.get("write_premium"),
+        report.get("tokens"),
+    )
+    total = tokens.get("total") if isinstance(tokens, dict) else None
+    numbers = (gain, premium, total)
+    if cost.get("decision") not in ("keep", "edit") or not all(
+        isinstance(n, int | float) and not isinstance(n, bool) for n in numbers
+    ):
+        return {}
+    assert isinstance(gain, int | float)
+    assert isinstance(premium, int | float)
+    assert isinstance(total, int | float)
+    return {"threshold": round(gain * premium * total)}
+
+
 def _drop(obj: Mapping[str, JsonValue], derived: Mapping[str, JsonValue]) -> dict[str, JsonValue]:
     return {k: v for k, v in obj.items() if not (k in derived and _same(derived[k], v))}
 
@@ -118,6 +194,12 @@ def pack(
         rep["prefix"] = _drop(prefix, prefix_fields)
     if isinstance(budget, dict):
         rep["budget"] = _drop(budget, budget_fields)
+        if not rep["budget"]:
+            del rep["budget"]  # every field derived
+    cost = report.get("cost")
+    if isinstance(cost, dict):
+        rep["cost"] = _drop(cost, _cost_derived(full, cost, report))
+    _map_considered(rep, _pack_names)
     back_options, back_report = unpack(opts, rep, step=step)
     if _text(back_options) != _text(options) or _text(back_report) != _text(report):
         return None
@@ -136,9 +218,12 @@ def unpack(
     options = unpack_options(opts)
     rep_fields, prefix_fields, budget_fields = _derived(options, step)
     report = _fill(rep, rep_fields)
-    prefix, budget = rep.get("prefix"), rep.get("budget")
+    prefix, budget, cost = rep.get("prefix"), rep.get("budget", {}), rep.get("cost")
     if isinstance(prefix, dict):
         report["prefix"] = _fill(prefix, prefix_fields)
     if isinstance(budget, dict):
         report["budget"] = _fill(budget, budget_fields)
+    if isinstance(cost, dict):
+        report["cost"] = _fill(cost, _cost_derived(options, cost, report))
+    _map_considered(report, _unpack_names)
     return options, report

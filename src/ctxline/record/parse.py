@@ -205,7 +205,11 @@ def _request(r: _Reader) -> RequestHeader:
     else:
         if "options" in r.obj or "report" in r.obj:
             raise r.fail("opts", "a request header holds options or opts, report or rep, not both")
-        options, report = unpack(_obj(r, "opts"), _obj(r, "rep"), step=step)
+        opts, rep = _obj(r, "opts"), _obj(r, "rep")
+        try:
+            options, report = unpack(opts, rep, step=step)
+        except ValueError:  # a packed name list that is not one (written outside ctxline)
+            raise r.fail("rep", "a packed report ctxline cannot read") from None
         plain = False
     return RequestHeader(
         step,
