@@ -41,6 +41,7 @@ from ctxline.record.events import (
     UnknownEvent,
     UserMessage,
 )
+from ctxline.record.packed import pack
 
 __all__ = [
     "CANONICAL_VERSION",
@@ -133,14 +134,13 @@ def _body(event: Event) -> dict[str, JsonValue]:
         case Tools():
             return {"tools": list(event.tools)}
         case RequestHeader():
-            return {
-                "step": event.step,
-                "upto_seq": event.upto_seq,
-                "sha256": event.sha256,
-                "options": event.options,
-                "inputs": event.inputs,
-                "report": event.report,
-            }
+            out = {"step": event.step, "upto_seq": event.upto_seq, "sha256": event.sha256}
+            packed = None if event.plain else pack(event.options, event.report, step=event.step)
+            if packed is None:
+                out.update(options=event.options, inputs=event.inputs, report=event.report)
+            else:
+                out.update(opts=packed[0], inputs=event.inputs, rep=packed[1])
+            return out
         case StatusSnapshot():
             return {"text": event.text}
         case Reduction():

@@ -264,6 +264,9 @@ class RequestHeader:
     inputs: dict[str, JsonValue] = field(default_factory=dict)
     report: dict[str, JsonValue] = field(default_factory=dict)
     meta: dict[str, JsonValue] = field(default_factory=dict)
+    plain: bool = field(default=False, compare=False, repr=False)
+    """Read in the plain form (written before headers were packed): written plainly again,
+    so its stored bytes never change (``record/packed.py``). Not part of its value."""
 
 
 @dataclass(frozen=True, slots=True)

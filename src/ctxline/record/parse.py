@@ -45,6 +45,7 @@ from ctxline.record.events import (
     UnknownEvent,
     UserMessage,
 )
+from ctxline.record.packed import unpack
 from ctxline.text import clean_json, clean_text
 
 __all__ = ["KNOWN_KINDS", "event_from_json", "pending_from_json", "stored_from_json"]
@@ -198,14 +199,27 @@ def _tools(r: _Reader) -> Tools:
 
 
 def _request(r: _Reader) -> RequestHeader:
+    step = _int(r, "step")
+    if "opts" not in r.obj and "rep" not in r.obj:  # the plain form (see record/packed.py)
+        options, report, plain = _obj(r, "options"), _obj(r, "report"), True
+    else:
+        if "options" in r.obj or "report" in r.obj:
+            raise r.fail("opts", "a request header holds options or opts, report or rep, not both")
+        opts, rep = _obj(r, "opts"), _obj(r, "rep")
+        try:
+            options, report = unpack(opts, rep, step=step)
+        except ValueError:  # a packed name list that is not one (written outside ctxline)
+            raise r.fail("rep", "a packed report ctxline cannot read") from None
+        plain = False
     return RequestHeader(
-        _int(r, "step"),
+        step,
         _int(r, "upto_seq"),
         r.text("sha256"),
-        _obj(r, "options"),
+        options,
         _obj(r, "inputs"),
-        _obj(r, "report"),
+        report,
         r.meta(),
+        plain,
     )
 
 

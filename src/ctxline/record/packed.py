@@ -1,0 +1,229 @@
+"""The packed form of a logged request header: what every step logs, without what it repeats.
+
+Why: a ``request`` header carries the step's options, inputs and report so the request
+can be rebuilt byte for byte and the step explained; stored plainly it was over half of
+every step's bytes, most of it the same every step (the options, mostly defaults) or
+derivable from the rest (the budget's lines from the options, the step's number, empty
+lists). The packed form stores ``opts`` (the options that differ from :data:`OPTIONS_V1`,
+a frozen table: never the live defaults, so an old header reads the same whatever the
+defaults become) and ``rep`` (the report without its derivable fields) in place of
+``options`` and ``report``.
+
+Exact by construction: :func:`pack` keeps a field out only when :func:`unpack` gives it
+back equal, and the whole header is packed only when unpacking gives back exactly the
+options and the report it was given; otherwise it is stored plainly. Parsing either form
+gives the same :class:`~ctxline.record.events.RequestHeader`; a header read in the plain
+form (written before packing) is written plainly again, so its stored bytes, and the hash
+chain over them, never change.
+
+    packed = pack(options, report, step=3)
+    assert packed is not None and unpack(*packed, step=3) == (options, report)
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping
+
+from ctxline.record.events import JsonValue
+
+__all__ = ["OPTIONS_V1", "pack", "unpack"]
+
+OPTIONS_V1: Mapping[str, JsonValue] = {
+    "cache": True,
+    "cache_read": None,
+    "cache_write": None,
+    "compact_target": 0.3,
+    "context_window": 128000,
+    "defer": True,
+    "edit_gain": 5.0,
+    "fresh_tokens": None,
+    "keep_groups": 2,
+    "max_output": 4096,
+    "min_compaction_saving": 0.05,
+    "model": "gpt-4.1",
+    "offload_tokens": None,
+    "pressure": 0.8,
+    "provider": "openai",
+    "reduce_weight": 3.0,
+    "summary_tokens": 2000,
+    "target": 0.6,
+    "timestamps": None,
+    "tokenizer": "o200k_base",
+}
+"""What ``opts`` is relative to (frozen: a new default never changes an old header)."""
+
+_PREFIX_DEFAULTS: Mapping[str, JsonValue] = {"first_difference": None}
+_BUDGET_DEFAULTS: Mapping[str, JsonValue] = {"over_limit": False, "over_pressure": False}
+_PAIRING = ("duplicates", "late", "orphans", "renamed", "repaired")
+
+
+_NAMED = re.compile(r"([a-z_]+):([1-9][0-9]{0,17})")
+"""A candidate's name in ``considered`` (``trim:812``): packed with the others as one text."""
+
+
+def _pack_names(names: JsonValue) -> JsonValue:
+    """``["trim:8689", "trim:8692", "fold:9001"]`` as ``"trim:8689 +3 fold:9001"`` (a name
+    of the previous kind as its distance from the previous seq); other lists as they are."""
+    if not isinstance(names, list) or not names:
+        return names
+    out: list[str] = []
+    kind, seq = "", 0
+    for name in names:
+        match = _NAMED.fullmatch(name) if isinstance(name, str) else None
+        if match is None:
+            return names
+        new_kind, new_seq = match[1], int(match[2])
+        if new_kind == kind:
+            out.append(f"{new_seq - seq:+d}")
+        else:
+            out.append(f"{new_kind}:{new_seq}")
+        kind, seq = new_kind, new_seq
+    return " ".join(out)
+
+
+def _unpack_names(text: JsonValue) -> JsonValue:
+    if not isinstance(text, str):
+        return text
+    names: list[JsonValue] = []
+    kind, seq = "", 0
+    for part in text.split(" "):
+        if part[:1] in "+-":
+            seq += int(part)
+        else:
+            kind, _, number = part.partition(":")
+            seq = int(number)
+        names.append(f"{kind}:{seq}")
+    return names
+
+
+def _map_considered(report: dict[str, JsonValue], how: Callable[[JsonValue], JsonValue]) -> None:
+    considered = report.get("considered")
+    if not isinstance(considered, list):
+        return
+    items: list[JsonValue] = []
+    for item in considered:
+        if isinstance(item, dict):
+            item = dict(item)
+            for key in ("candidates", "adopted"):
+                if key in item:
+                    item[key] = how(item[key])
+        items.append(item)
+    report["considered"] = items
+
+
+def _sorted(obj: dict[str, JsonValue]) -> dict[str, JsonValue]:
+    return {k: obj[k] for k in sorted(obj)}
+
+
+def _derived(options: Mapping[str, JsonValue], step: int) -> tuple[dict[str, JsonValue], ...]:
+    """(report fields, prefix fields, budget fields) a report repeats from the rest."""
+    report: dict[str, JsonValue] = {"actions": [], "guide_version": None}
+    report["provider"], report["tokenizer"], report["step"] = (
+        options.get("provider"),
+        options.get("tokenizer"),
+        step,
+    )
+    report["pairing"] = {name: [] for name in _PAIRING}
+    prefix: dict[str, JsonValue] = {
+        **_PREFIX_DEFAULTS,
+        "previous_step": step - 1 if step > 1 else None,
+    }
+    budget: dict[str, JsonValue] = dict(_BUDGET_DEFAULTS)
+    window, out = options.get("context_window"), options.get("max_output")
+    pressure, target = options.get("pressure"), options.get("target")
+    budget["context_window"], budget["max_output"] = window, out
+    if isinstance(window, int) and isinstance(out, int) and not isinstance(window, bool):
+        limit = window - out
+        budget["input_limit"] = limit
+        if isinstance(pressure, float | int) and not isinstance(pressure, bool):
+            budget["pressure_line"] = int(limit * pressure)
+        if isinstance(target, float | int) and not isinstance(target, bool):
+            budget["target"] = int(limit * target)
+    return report, prefix, budget
+
+
+def _same(a: JsonValue, b: JsonValue) -> bool:
+    return type(a) is type(b) and a == b and _text(a) == _text(b)
+
+
+def _text(value: object) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+
+def _cost_derived(
+    options: Mapping[str, JsonValue], cost: Mapping[str, JsonValue], report: Mapping[str, JsonValue]
+) -> dict[str, JsonValue]:
+    """The cost decision's ``threshold`` under the line: edit gain × write premium × total."""
+    gain, premium, tokens = (
+        options.get("edit_gain"),
+        cost.get("write_premium"),
+        report.get("tokens"),
+    )
+    total = tokens.get("total") if isinstance(tokens, dict) else None
+    numbers = (gain, premium, total)
+    if cost.get("decision") not in ("keep", "edit") or not all(
+        isinstance(n, int | float) and not isinstance(n, bool) for n in numbers
+    ):
+        return {}
+    assert isinstance(gain, int | float)
+    assert isinstance(premium, int | float)
+    assert isinstance(total, int | float)
+    return {"threshold": round(gain * premium * total)}
+
+
+def _drop(obj: Mapping[str, JsonValue], derived: Mapping[str, JsonValue]) -> dict[str, JsonValue]:
+    return {k: v for k, v in obj.items() if not (k in derived and _same(derived[k], v))}
+
+
+def _fill(obj: Mapping[str, JsonValue], derived: Mapping[str, JsonValue]) -> dict[str, JsonValue]:
+    return _sorted({**derived, **obj})
+
+
+def pack(
+    options: Mapping[str, JsonValue], report: Mapping[str, JsonValue], *, step: int
+) -> tuple[dict[str, JsonValue], dict[str, JsonValue]] | None:
+    """``(opts, rep)`` when they unpack to exactly ``options`` and ``report``; else None."""
+    opts = _drop(options, OPTIONS_V1)
+    full = unpack_options(opts)
+    rep_fields, prefix_fields, budget_fields = _derived(full, step)
+    rep = _drop(dict(report), rep_fields)
+    prefix, budget = report.get("prefix"), report.get("budget")
+    if isinstance(prefix, dict):
+        rep["prefix"] = _drop(prefix, prefix_fields)
+    if isinstance(budget, dict):
+        rep["budget"] = _drop(budget, budget_fields)
+        if not rep["budget"]:
+            del rep["budget"]  # every field derived
+    cost = report.get("cost")
+    if isinstance(cost, dict):
+        rep["cost"] = _drop(cost, _cost_derived(full, cost, report))
+    _map_considered(rep, _pack_names)
+    back_options, back_report = unpack(opts, rep, step=step)
+    if _text(back_options) != _text(options) or _text(back_report) != _text(report):
+        return None
+    return opts, rep
+
+
+def unpack_options(opts: Mapping[str, JsonValue]) -> dict[str, JsonValue]:
+    """The options a packed header's ``opts`` stand for."""
+    return _fill(opts, OPTIONS_V1)
+
+
+def unpack(
+    opts: Mapping[str, JsonValue], rep: Mapping[str, JsonValue], *, step: int
+) -> tuple[dict[str, JsonValue], dict[str, JsonValue]]:
+    """``(options, report)`` of a packed header (see :func:`pack`)."""
+    options = unpack_options(opts)
+    rep_fields, prefix_fields, budget_fields = _derived(options, step)
+    report = _fill(rep, rep_fields)
+    prefix, budget, cost = rep.get("prefix"), rep.get("budget", {}), rep.get("cost")
+    if isinstance(prefix, dict):
+        report["prefix"] = _fill(prefix, prefix_fields)
+    if isinstance(budget, dict):
+        report["budget"] = _fill(budget, budget_fields)
+    if isinstance(cost, dict):
+        report["cost"] = _fill(cost, _cost_derived(options, cost, report))
+    _map_considered(report, _unpack_names)
+    return options, report
