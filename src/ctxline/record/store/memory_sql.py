@@ -161,8 +161,9 @@ class SqlMemories:
         current = "forgotten_at IS NULL"
         if not include_superseded:
             current = "superseded_by IS NULL AND forgotten_at IS NULL"
+        params: list[object] = []
         if owners is None:  # newest first along the primary key: reads about `limit` rows
-            where, params = current, []
+            where = current
         else:
             newest, params = newest_sql(owners, current, self.mark, limit)
             where = f"n IN ({newest})"
