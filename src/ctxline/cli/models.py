@@ -42,7 +42,7 @@ MAX_INSTANCES = 100_000
 """The most instances per family ``eval --n`` takes (each is a model call)."""
 
 
-class EndpointDown(CtxlineError):
+class _EndpointDown(CtxlineError):
     """A model endpoint that is wrong or down: every later call would fail the same way."""
 
 
@@ -67,7 +67,7 @@ class _StopOnEndpointError:
             return self._client.complete(body, provider=provider)
         except ModelError as exc:
             if is_endpoint_error(exc):
-                raise EndpointDown(explain_model_error(str(exc), self._base_url)) from exc
+                raise _EndpointDown(explain_model_error(str(exc), self._base_url)) from exc
             raise
 
 
