@@ -219,6 +219,8 @@ def test_openai_client_renames_max_tokens_for_compatible_servers() -> None:
     assert params["max_tokens"] == 5
     assert "max_completion_tokens" not in params
     assert params["model"] == "qwen"
+    assert client.timeout == 900  # a CPU server may take minutes over a long prompt
+    assert OpenAIClient("gpt-4.1-mini", api_key="k").timeout == 120
 
 
 def test_clients_refuse_the_other_providers_body(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -47,6 +47,8 @@ from ctxline.record.events import ToolCall
 __all__ = ["OpenAIClient", "WindowWarning"]
 
 MaxField = Literal["max_completion_tokens", "max_tokens"]
+LOCAL_TIMEOUT = 900.0
+"""Seconds a local server gets per call (OpenAI's API gets 120)."""
 
 
 class WindowWarning(UserWarning):
@@ -97,7 +99,7 @@ class OpenAIClient:
         temperature: float | None = 0.0,
         seed: int | None = 0,
         max_tokens_field: MaxField | None = None,
-        timeout: float = 120.0,
+        timeout: float | None = None,
         max_retries: int = 2,
         http_client: Any = None,
         server: ServerInfo | None = None,
@@ -117,7 +119,8 @@ class OpenAIClient:
         self.base_url = base_url
         self.temperature = temperature
         self.seed = seed
-        self.timeout = timeout
+        # a CPU server may take minutes over a long prompt: a retry would only queue it again
+        self.timeout = timeout if timeout is not None else LOCAL_TIMEOUT if self.local else 120.0
         self.max_tokens_field: MaxField = max_tokens_field or (
             "max_tokens" if self.local else "max_completion_tokens"
         )
@@ -130,7 +133,7 @@ class OpenAIClient:
         self._client = openai.OpenAI(
             api_key=key,
             base_url=base_url,
-            timeout=timeout,
+            timeout=self.timeout,
             max_retries=max_retries,
             http_client=http_client,
         )
