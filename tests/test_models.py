@@ -219,6 +219,8 @@ def test_openai_client_renames_max_tokens_for_compatible_servers() -> None:
     assert params["max_tokens"] == 5
     assert "max_completion_tokens" not in params
     assert params["model"] == "qwen"
+    assert client.timeout == 900  # a CPU server may take minutes over a long prompt
+    assert OpenAIClient("gpt-4.1-mini", api_key="k").timeout == 120
 
 
 def test_clients_refuse_the_other_providers_body(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -464,3 +466,110 @@ def test_chat_runs_builtin_tool_calls(monkeypatch: pytest.MonkeyPatch) -> None:
     unknown = [m for m in client.bodies[3]["messages"] if m["role"] == "tool"][-1]
     assert "not available" in unknown["content"]
     assert client.answers == []
+
+
+# --- ChatML with tools (local servers and local: models) -------------------------------
+
+CHATML_TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "read_file",
+            "description": "Read a file — utf-8",
+            "parameters": {"type": "object", "properties": {"path": {"type": "string"}}},
+        },
+    }
+]
+CHATML_MESSAGES: list[dict[str, Any]] = [
+    {"role": "system", "content": "Be brief. <ctx-rule id=\"r\">no emoji</ctx-rule>"},
+    {"role": "user", "content": "Read a.txt and b.txt"},
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": '{"path":"a.txt"}'}},
+            {"id": "c2", "type": "function", "function": {"name": "read_file", "arguments": '{"path":"b.txt"}'}},
+        ],
+    },
+    {"role": "tool", "tool_call_id": "c1", "content": "alpha"},
+    {"role": "tool", "tool_call_id": "c2", "content": "beta"},
+    {"role": "assistant", "content": "Both read."},
+    {"role": "user", "content": "<ctx-status>\ntool calls: 2\n</ctx-status>"},
+]  # fmt: skip
+
+
+def qwen_template(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> str:
+    """Qwen2.5-Instruct's own chat template (from the GGUF), rendered as llama-cpp-python does."""
+    from jinja2.ext import loopcontrols
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    env = ImmutableSandboxedEnvironment(
+        trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols]
+    )
+    env.filters["tojson"] = lambda x, **_: json.dumps(x, ensure_ascii=False)
+    template = env.from_string(
+        (Path(__file__).parent / "data/qwen2.5-chat-template.jinja").read_text()
+    )
+    return template.render(messages=messages, tools=tools, add_generation_prompt=True)
+
+
+@pytest.mark.parametrize("tools", [CHATML_TOOLS, None])
+def test_chatml_prompt_is_what_qwens_own_template_renders(
+    tools: list[dict[str, Any]] | None,
+) -> None:
+    from ctxline.models.chatml import chatml_messages, chatml_prompt
+
+    prompt = chatml_prompt(CHATML_MESSAGES, tools)
+    assert prompt == qwen_template(chatml_messages(CHATML_MESSAGES), tools)
+    assert '<ctx-rule id="r">no emoji</ctx-rule>' in prompt  # never HTML-escaped
+    assert (
+        "<tool_response>\nalpha\n</tool_response>\n<tool_response>\nbeta\n</tool_response>"
+        in prompt
+    )
+    assert (
+        '<tool_call>\n{"name": "read_file", "arguments": {"path": "a.txt"}}\n</tool_call>'
+    ) in prompt
+    assert ("<tools>" in prompt) == (tools is not None)
+    no_system = chatml_prompt(CHATML_MESSAGES[1:], tools)
+    assert no_system == qwen_template(chatml_messages(CHATML_MESSAGES[1:]), tools)
+
+
+def test_chatml_messages_never_carry_null_content() -> None:
+    from ctxline.models.chatml import chatml_messages
+
+    out = chatml_messages([{"role": "developer", "content": None}, *CHATML_MESSAGES[2:3]])
+    assert out[0] == {"role": "system", "content": ""}
+    assert out[1]["content"] == ""
+    assert out[1]["tool_calls"][0]["function"]["arguments"] == {"path": "a.txt"}
+
+
+def test_parse_tool_calls_from_model_text() -> None:
+    from ctxline.models.chatml import parse_tool_calls
+
+    names = {"read_file", "write_file"}
+    text = 'Reading.\n<tool_call>\n{"name": "read_file", "arguments": {"path": "a"}}\n</tool_call>'
+    left, calls = parse_tool_calls(
+        text + '\n<tool_call>\n{"name": "write_file", "arguments": {"path": "b"', names
+    )
+    assert left.startswith("Reading.")
+    assert [c.name for c in calls] == ["read_file"]
+    again = parse_tool_calls(text + '\n<tool_call>\n{"name": "write_file"', names)[1]
+    assert [(c.name, c.arguments) for c in again] == [("read_file", {"path": "a"})]
+    left, calls = parse_tool_calls(text, names)
+    assert (left, [(c.name, c.arguments) for c in calls]) == (
+        "Reading.",
+        [("read_file", {"path": "a"})],
+    )
+    assert calls[0].id == parse_tool_calls(text, names)[1][0].id  # the same reply, the same id
+    fenced = '```json\n{"name": "write_file", "arguments": {"path": "b", "text": "x"}}\n```'
+    assert [(c.name, c.arguments) for c in parse_tool_calls(fenced, names)[1]] == [
+        ("write_file", {"path": "b", "text": "x"})
+    ]
+    # unknown names, prose with JSON in it, and a string of arguments
+    assert parse_tool_calls('{"name": "rm", "arguments": {}}', names) == (
+        '{"name": "rm", "arguments": {}}',
+        (),
+    )
+    assert parse_tool_calls('Use {"name": "read_file"} next', names)[1] == ()
+    quoted = '<tool_call>{"name": "read_file", "arguments": "{\\"path\\": \\"c\\"}"}</tool_call>'
+    assert parse_tool_calls(quoted, names)[1][0].arguments == {"path": "c"}

@@ -18,9 +18,13 @@ the next call starts a new worker. What the worker prints goes to a private log,
 to the caller's terminal. :meth:`LocalClient.close` (or ``with LocalClient() as c:``)
 stops it; so do garbage collection and interpreter exit.
 
-The model has no tool calling, so the body is flattened to plain chat messages
-(:func:`~ctxline.models.base.flatten_messages`) and rendered by the GGUF's own chat
-template; tool schemas are not shown. Usage is llama.cpp's: ``input`` is the prompt's
+Tools: when the body offers tools and the GGUF's own chat template renders them (it
+mentions ``tools``, as Qwen2.5's and Hermes' do), the messages go to the template as they
+are (:func:`~ctxline.models.chatml.chatml_messages`: string content, arguments as
+objects) with the tool schemas, and the calls are read back from the reply's
+``<tool_call>`` blocks (:func:`~ctxline.models.chatml.parse_tool_calls`). A template
+without tools (SmolLM2's) gets the body flattened to plain chat messages
+(:func:`~ctxline.models.base.flatten_messages`), tool schemas not shown. Usage is llama.cpp's: ``input`` is the prompt's
 tokens in the model's tokenizer, ``cache_read`` the prefix reused from the previous
 call's KV cache (llama.cpp keeps it between calls on one model object).
 
@@ -52,6 +56,8 @@ from ctxline.models.base import (
     Provider,
     flatten_messages,
 )
+from ctxline.models.chatml import chatml_messages, parse_tool_calls
+from ctxline.record.events import ToolCall
 
 __all__ = ["SMOLLM2_FILE", "LocalClient", "local_model_path"]
 
@@ -213,6 +219,7 @@ class LocalClient:
         self.temperature = temperature
         self.max_output = max_output
         self._worker: _Worker | None = None
+        self._loaded: dict[str, Any] = {}
         self._lock = threading.Lock()
         # located, never imported here: llama.cpp is loaded only in the worker
         try:
@@ -286,6 +293,7 @@ class LocalClient:
             worker.stop()
             self._worker = None
             raise ModelError(f"{self.name}: cannot load {self.path}: {ready.get('error')}")
+        self._loaded = ready
         return worker
 
     def _exchange(self, worker: _Worker, request: Mapping[str, Any], doing: str) -> dict[str, Any]:
@@ -318,26 +326,48 @@ class LocalClient:
         """Tokens of ``text`` in the model's own tokenizer."""
         return int(self._call({"op": "count", "text": text})["tokens"])
 
-    def messages(self, body: Mapping[str, Any], provider: Provider) -> list[dict[str, str]]:
-        return flatten_messages(body, provider)
+    @property
+    def context_window(self) -> int:
+        """The window the model runs with (``n_ctx``)."""
+        return self.n_ctx
+
+    def template_tools(self) -> bool:
+        """Whether the GGUF's chat template renders tool schemas (loads the model)."""
+        self.start()
+        return bool(self._loaded.get("tools"))
+
+    def messages(self, body: Mapping[str, Any], provider: Provider) -> list[dict[str, Any]]:
+        """The messages the chat template gets: as they are with tools, else flattened."""
+        if provider == "openai" and body.get("tools") and self.template_tools():
+            return chatml_messages(body.get("messages") or [])
+        return [dict(m) for m in flatten_messages(body, provider)]
 
     def complete(self, body: Mapping[str, Any], *, provider: Provider = "openai") -> ModelReply:
         messages = self.messages(body, provider)
         if not messages:
             raise ModelError(f"{self.name}: the body has no messages")
+        tools = list(body.get("tools") or []) if provider == "openai" else []
+        if tools and not self._loaded.get("tools"):
+            tools = []
         limit = body.get("max_completion_tokens") or body.get("max_tokens") or self.max_output
-        out = self._call(
-            {
-                "op": "complete",
-                "messages": messages,
-                "max_tokens": int(limit),
-                "temperature": self.temperature,
-                "seed": self.seed,
-            }
-        )
+        request: dict[str, Any] = {
+            "op": "complete",
+            "messages": messages,
+            "max_tokens": int(limit),
+            "temperature": self.temperature,
+            "seed": self.seed,
+        }
+        if tools:
+            request["tools"] = tools
+        out = self._call(request)
         reused = int(out["reused"])
+        text, calls = str(out["text"]), tuple[ToolCall, ...]()
+        if tools:
+            names = {str(t["function"]["name"]) for t in tools if isinstance(t, Mapping)}
+            text, calls = parse_tool_calls(text, names)
         return ModelReply(
-            text=str(out["text"]),
+            text=text,
+            tool_calls=calls,
             usage={
                 "input": int(out["prompt_tokens"]),
                 "cache_read": max(0, reused - 1) if reused else 0,
@@ -345,5 +375,5 @@ class LocalClient:
                 "output": int(out["completion_tokens"]),
             },
             model=self.name,
-            finish_reason=str(out["finish_reason"]),
+            finish_reason="tool_calls" if calls else str(out["finish_reason"]),
         )

@@ -3,8 +3,9 @@
 :class:`~ctxline.models.local.LocalClient` starts this file as a script with
 ``python -P`` (so neither its folder nor the working directory shadows a module) and
 talks to it in JSON lines: the first line on stdin is the load configuration, answered
-by ``{"ok": true, "pid": …}`` once the model is loaded; then one request per line
-(``{"op": "complete", …}`` or ``{"op": "count", "text": …}``), one reply per line
+by ``{"ok": true, "pid": …, "tools": …, "n_ctx_train": …}`` once the model is loaded
+(``tools``: whether the GGUF's chat template renders tool schemas); then one request per line
+(``{"op": "complete", "messages": …, "tools": …}`` or ``{"op": "count", "text": …}``), one reply per line
 (``{"ok": true, …}`` or ``{"ok": false, "error": "…"}``). It exits when stdin closes.
 
 Replies go to a private duplicate of the original stdout; file descriptor 1 is pointed
@@ -44,11 +45,13 @@ def _write(out: IO[bytes], obj: dict[str, Any]) -> None:
 
 def _complete(llama: Any, request: dict[str, Any]) -> dict[str, Any]:
     before = list(llama._input_ids)
+    tools = request.get("tools") or None
     out = llama.create_chat_completion(
         messages=request["messages"],
         temperature=float(request["temperature"]),
         max_tokens=int(request["max_tokens"]),
         seed=int(request["seed"]),
+        **({"tools": tools} if tools else {}),
     )
     usage = out.get("usage") or {}
     prompt = int(usage.get("prompt_tokens", 0))
@@ -90,7 +93,19 @@ def serve(requests: IO[bytes], replies: IO[bytes]) -> None:
     except Exception as exc:
         _write(replies, _error(exc))
         return
-    _write(replies, {"ok": True, "pid": os.getpid()})
+    metadata = getattr(llama, "metadata", None) or {}
+    template = str(metadata.get("tokenizer.chat_template", ""))
+    arch = str(metadata.get("general.architecture", ""))
+    trained = metadata.get(f"{arch}.context_length")
+    _write(
+        replies,
+        {
+            "ok": True,
+            "pid": os.getpid(),
+            "tools": "tools" in template,  # the GGUF's own template renders tool schemas
+            "n_ctx_train": int(str(trained)) if str(trained or "").isdigit() else None,
+        },
+    )
     for line in requests:
         try:
             request = json.loads(line)

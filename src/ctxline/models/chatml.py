@@ -1,0 +1,213 @@
+"""ChatML prompts with tools (the Qwen2.5 / Hermes format) and the tool calls in a reply.
+
+Local models that call tools in ChatML (Qwen2.5-Instruct, Qwen2.5-Coder-Instruct,
+Hermes) read the tool schemas inside ``<tools></tools>`` in the system message and
+answer a call as ``<tool_call>{"name": …, "arguments": {…}}</tool_call>``; results
+come back as ``<tool_response>`` in a user turn. :func:`chatml_prompt` renders a Chat
+Completions body that way, byte for byte as Qwen2.5's own chat template does, for a
+server that takes a raw prompt (``llama_cpp.server``'s ``/v1/completions``: its
+``chatml-function-calling`` chat handler HTML-escapes every message, so ``<ctx-…>``
+arrives as ``&lt;ctx-…&gt;``, drops ``tool`` messages from the prompt and cannot
+answer text when tools are offered). :func:`parse_tool_calls` reads the calls back
+out of the generated text, for that route, for the in-process ``local:`` model and
+for any server that returns them as text.
+
+    prompt = chatml_prompt(body["messages"], body.get("tools"))
+    text, calls = parse_tool_calls(generated, {"read_file", "write_file"})
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any
+
+from ctxline.record.events import JsonValue, ToolCall
+
+__all__ = ["CHATML_STOP", "chatml_messages", "chatml_prompt", "parse_tool_calls"]
+
+CHATML_STOP = ("<|im_end|>", "<|endoftext|>")
+"""Where a ChatML turn ends: generation stops at either."""
+
+_DEFAULT_SYSTEM = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
+_TOOLS_HEAD = (
+    "\n\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+    "You are provided with function signatures within <tools></tools> XML tags:\n<tools>"
+)
+_TOOLS_FOOT = (
+    "\n</tools>\n\nFor each function call, return a json object with function name and "
+    "arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n"
+    '{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call><|im_end|>\n'
+)
+_CALL = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
+_FENCE = re.compile(r"\A```(?:json)?\s*(.*?)\s*```\Z", re.DOTALL)
+
+
+def _text(content: object) -> str:
+    """A message's content as one string: None is "", text parts are joined."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, Sequence):
+        return "\n".join(
+            str(part["text"])
+            for part in content
+            if isinstance(part, Mapping) and isinstance(part.get("text"), str)
+        )
+    return str(content)
+
+
+def _arguments(value: object) -> JsonValue:
+    """A call's arguments as an object (Chat Completions sends them as a JSON string)."""
+    if isinstance(value, str):
+        try:
+            parsed: JsonValue = json.loads(value) if value.strip() else {}
+        except ValueError:
+            return value
+        return parsed
+    return value
+
+
+def chatml_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Chat Completions messages as a tool-aware chat template wants them.
+
+    Content is always a string (never null), ``developer`` becomes ``system``, and a
+    call's ``arguments`` is an object rather than a JSON string (HF templates apply
+    ``tojson`` to it, which would quote the string once more).
+    """
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        role = str(message.get("role", "user"))
+        item: dict[str, Any] = {
+            "role": "system" if role == "developer" else role,
+            "content": _text(message.get("content")),
+        }
+        calls = message.get("tool_calls")
+        if role == "assistant" and calls:
+            item["tool_calls"] = [
+                {
+                    "id": str(call.get("id", "")),
+                    "type": "function",
+                    "function": {
+                        "name": str(call["function"]["name"]),
+                        "arguments": _arguments(call["function"].get("arguments")),
+                    },
+                }
+                for call in calls
+            ]
+        if role == "tool":
+            item["tool_call_id"] = str(message.get("tool_call_id", ""))
+        out.append(item)
+    return out
+
+
+def _call_text(call: Mapping[str, Any]) -> str:
+    function = call.get("function", call)
+    arguments = json.dumps(_arguments(function.get("arguments")), ensure_ascii=False)
+    return (
+        f'\n<tool_call>\n{{"name": "{function["name"]}", "arguments": {arguments}}}\n</tool_call>'
+    )
+
+
+def chatml_prompt(
+    messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None = None
+) -> str:
+    """The ChatML prompt of a Chat Completions body, as Qwen2.5's chat template renders it."""
+    items = chatml_messages(messages)
+    first_system = bool(items) and items[0]["role"] == "system"
+    parts: list[str] = []
+    if tools:
+        parts.append("<|im_start|>system\n")
+        parts.append(items[0]["content"] if first_system else _DEFAULT_SYSTEM)
+        parts.append(_TOOLS_HEAD)
+        parts.extend("\n" + json.dumps(tool, ensure_ascii=False) for tool in tools)
+        parts.append(_TOOLS_FOOT)
+    elif first_system:
+        parts.append(f"<|im_start|>system\n{items[0]['content']}<|im_end|>\n")
+    else:
+        parts.append(f"<|im_start|>system\n{_DEFAULT_SYSTEM}<|im_end|>\n")
+    for index, item in enumerate(items):
+        role = item["role"]
+        if index == 0 and role == "system":
+            continue
+        if role in ("user", "system") or (role == "assistant" and not item.get("tool_calls")):
+            parts.append(f"<|im_start|>{role}\n{item['content']}<|im_end|>\n")
+        elif role == "assistant":
+            parts.append("<|im_start|>assistant")
+            if item["content"]:
+                parts.append("\n" + item["content"])
+            parts.extend(_call_text(call) for call in item["tool_calls"])
+            parts.append("<|im_end|>\n")
+        elif role == "tool":
+            if index == 0 or items[index - 1]["role"] != "tool":
+                parts.append("<|im_start|>user")
+            parts.append(f"\n<tool_response>\n{item['content']}\n</tool_response>")
+            if index == len(items) - 1 or items[index + 1]["role"] != "tool":
+                parts.append("<|im_end|>\n")
+    parts.append("<|im_start|>assistant\n")
+    return "".join(parts)
+
+
+def _call_id(text: str, index: int) -> str:
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    return f"call_{digest}_{index}"
+
+
+def _as_call(obj: object, names: Collection[str], text: str, index: int) -> ToolCall | None:
+    if not isinstance(obj, dict) or obj.get("name") not in names:
+        return None
+    arguments = obj.get("arguments", obj.get("parameters", {}))
+    if isinstance(arguments, str):
+        arguments = _arguments(arguments)
+    return ToolCall(_call_id(text, index), str(obj["name"]), arguments)
+
+
+def _bare_calls(text: str, names: Collection[str]) -> tuple[ToolCall, ...]:
+    """A reply that is nothing but a call's JSON (fenced or not), as small models write it."""
+    body = text.strip()
+    fenced = _FENCE.match(body)
+    if fenced:
+        body = fenced.group(1)
+    if not body.startswith(("{", "[")):
+        return ()
+    try:
+        obj = json.loads(body)
+    except ValueError:
+        return ()
+    objs = obj if isinstance(obj, list) else [obj]
+    calls = [_as_call(o, names, text, i) for i, o in enumerate(objs)]
+    return tuple(c for c in calls if c is not None) if all(calls) else ()
+
+
+def parse_tool_calls(text: str, names: Collection[str]) -> tuple[str, tuple[ToolCall, ...]]:
+    """The text outside ``<tool_call>`` blocks and the calls inside them.
+
+    A block counts only when it holds a JSON object with a ``name`` among ``names``
+    (an unclosed last block, cut by the token limit, counts if its JSON is whole);
+    anything else stays in the text. A reply with no block that is nothing but such a
+    JSON object (or a list of them), in a code fence or not, is a call too: small
+    models answer so. Call ids are derived from the reply, so the same reply always
+    gets the same ids.
+    """
+    calls: list[ToolCall] = []
+    kept: list[str] = []
+    last = 0
+    for match in _CALL.finditer(text):
+        try:
+            obj = json.loads(match.group(1))
+        except ValueError:
+            continue
+        call = _as_call(obj, names, text, len(calls))
+        if call is None:
+            continue
+        kept.append(text[last : match.start()])
+        last = match.end()
+        calls.append(call)
+    if not calls:
+        bare = _bare_calls(text, names)
+        return ("", bare) if bare else (text, ())
+    kept.append(text[last:])
+    return "".join(kept).strip(), tuple(calls)
