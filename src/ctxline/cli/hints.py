@@ -73,9 +73,15 @@ def is_endpoint_error(error: BaseException | str) -> bool:
     """Whether ``error`` (a ModelError, or the message a run recorded for one) came from
     an endpoint that is wrong or down."""
     if isinstance(error, str):
-        return any(f": {name}: " in error for name in ENDPOINT_ERRORS)
+        return any(f": {name}: " in error for name in ENDPOINT_ERRORS) or any(
+            mark in error for mark in _ENDPOINT_MARKS
+        )
     cause = error.__cause__
     return cause is not None and type(cause).__name__ in ENDPOINT_ERRORS
+
+
+_ENDPOINT_MARKS = (": HTTP 404: ", ": HTTP 401: ", ": HTTP 403: ", ": cannot connect: ", ": no reply within ")
+"""How ctxline's own client words the same failures (``openai:m at URL: HTTP 404: …``)."""
 
 
 def _base(base_url: str | None) -> str:
@@ -93,7 +99,7 @@ def explain_model_error(message: str, base_url: str | None) -> str:
     where = base or "the provider's default endpoint"
     first = message.strip().splitlines()[0] if message.strip() else message
     short = first if len(first) <= 300 else first[:299] + "…"
-    if "NotFoundError" in message or "Error code: 404" in message:
+    if "NotFoundError" in message or "Error code: 404" in message or ": HTTP 404: " in message:
         if base and not base.endswith("/v1"):
             return (
                 f"the model server at {base} answered 404 Not Found: an OpenAI-compatible"
@@ -103,17 +109,17 @@ def explain_model_error(message: str, base_url: str | None) -> str:
             f"the model server at {where} answered 404 Not Found: check that it serves this"
             f" model (--model kind:NAME; GET {base or '…'}/models lists them) ({short})"
         )
-    if "APIConnectionError" in message or "Connection error" in message:
+    if any(m in message for m in ("APIConnectionError", "Connection error", ": cannot connect: ")):
         return (
             f"cannot connect to the model server at {where}: start it, or fix the host and"
             f" port in --base-url ({short})"
         )
-    if "APITimeoutError" in message:
+    if "APITimeoutError" in message or ": no reply within " in message:
         return (
             f"the model server at {where} did not answer in time: check that it is up and"
             f" not overloaded ({short})"
         )
-    if "AuthenticationError" in message or "Error code: 401" in message:
+    if "AuthenticationError" in message or "Error code: 401" in message or ": HTTP 401: " in message:
         return (
             f"the model server at {where} refused the API key: set $OPENAI_API_KEY"
             f" (or $ANTHROPIC_API_KEY) to a valid key ({short})"

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import sys
+import warnings
 from pathlib import Path
 from typing import Any, Literal
 
@@ -30,11 +31,12 @@ from click.core import ParameterSource
 from rich.console import Console
 from rich.markup import escape
 
-from ctxline.cli.common import db_option, fail, one_line_errors
+from ctxline.cli.common import db_option, fail, one_line, one_line_errors
 from ctxline.cli.hints import explain_model_error, is_endpoint_error
 from ctxline.cli.tool_loader import load_tools
 from ctxline.errors import ValidationError
 from ctxline.models import make_client
+from ctxline.models.openai_client import WindowWarning
 from ctxline.pricing import format_usd
 from ctxline.record.store import open_store
 from ctxline.runner import Agent, Limits, StepResult, SubAgents, approval_policy, terminal_approval
@@ -270,7 +272,14 @@ def run_cmd(
         for spec in opts["tool_specs"]:  # the user's own input is checked before any client
             tools.extend(load_tools(spec))
         client = make_client(opts["model"], base_url=opts["base_url"])
-        options = default_options(client)
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always", WindowWarning)
+            options = default_options(client)  # asks a local server for its window
+        for w in said:
+            if not issubclass(w.category, WindowWarning):
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+            elif opts["context_window"] is None:  # with the flag the window is known
+                click.echo(f"warning: {one_line(str(w.message))}", err=True)
         if opts["context_window"] is not None:
             options = replace(options, context_window=opts["context_window"])
         if opts["max_output"] is not None:
