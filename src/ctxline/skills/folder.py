@@ -141,7 +141,11 @@ def parse_skill(text: str, where: str, folder: Path) -> Skill:
         front = yaml.load(head, Loader=_FrontLoader)
     except _AliasRefused as exc:
         raise ValidationError(f"{where}: {exc}", field="front matter") from None
-    except (yaml.YAMLError, RecursionError) as exc:
+    except RecursionError:
+        raise ValidationError(
+            f"{where}: the YAML front matter is nested too deeply", field="front matter"
+        ) from None
+    except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f" at line {mark.line + 2}" if mark is not None else ""
         raise ValidationError(
