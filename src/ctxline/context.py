@@ -38,7 +38,7 @@ from ctxline.record.store import MAIN, Store, new_ulid, utc_now
 from ctxline.record.store.base import Clock, SearchHit
 from ctxline.record.timeline import TimelineWriter, save_blobs
 from ctxline.render.neutral import ToolSpec
-from ctxline.sources.base import DynamicItem, Source
+from ctxline.sources.base import DynamicItem, Prefetching, Source
 from ctxline.sources.branch import BranchMark
 from ctxline.sources.defaults import default_sources
 from ctxline.sources.dynamic import DynamicCallback
@@ -55,7 +55,7 @@ from ctxline.view.measure import ViewMessage
 from ctxline.view.options import PrepareOptions, StepInputs
 from ctxline.view.prepare import Preparation, render_step, view_messages
 from ctxline.view.rebuild import rebuild_all, rebuild_request
-from ctxline.view.step import StepRequest, StepSetup, plan_step, tool_json
+from ctxline.view.step import StepRequest, StepSetup, count_keys, plan_step, tool_json
 
 __all__ = [
     "BUILTIN_TOOLS",
@@ -365,9 +365,15 @@ class Context:
         setup = self._setup(options)
         dynamic: tuple[DynamicItem, ...] = tuple(self.dynamic()) if self.dynamic else ()
         choice = tool_choice if tool_choice is not None else self.tool_choice
-        request = StepRequest(now, tuple(tail), dynamic, choice)
         for _ in range(_PLAN_ATTEMPTS):
             self.refresh()
+            # what the step would read from the store, read now: the step itself is pure
+            keys = count_keys(self._events, setup.view, self._cache)
+            counts = self.store.get_token_counts(keys, self.counter.name) if keys else {}
+            prefetched = {
+                s.name: s.prefetch() for s in setup.view.sources if isinstance(s, Prefetching)
+            }
+            request = StepRequest(now, tuple(tail), dynamic, choice, prefetched, counts)
             try:
                 plan = plan_step(self._events, setup, request, self._cache)
             except CtxlineError:

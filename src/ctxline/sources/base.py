@@ -53,6 +53,7 @@ __all__ = [
     "DynamicItem",
     "Fold",
     "NoFold",
+    "Prefetching",
     "Source",
     "SourceStep",
     "StepContext",
@@ -110,6 +111,9 @@ class StepContext:
     counter: TokenCounter
     dynamic: tuple[DynamicItem, ...] = ()
     """The app's dynamic items of this step (evaluated before the step)."""
+    prefetched: Mapping[str, object] = field(default_factory=dict)
+    """What each :class:`Prefetching` source read before the step, by source name: a
+    step reads no store, so a source that needs one reads it in ``prefetch()``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +166,19 @@ class Source(Protocol):
     def tools(self) -> Sequence[Tool]: ...
 
     def reaffirm(self, fold: Any) -> Sequence[Block]: ...
+
+
+@runtime_checkable
+class Prefetching(Protocol):
+    """A source that reads a store for its step: ``prefetch()`` runs before the (pure)
+    step and what it returns reaches ``step`` as ``ctx.prefetched[source.name]``. What the
+    step makes of it is logged in the request's inputs (its tail text and meta), so a
+    rebuild never reads the store again."""
+
+    @property
+    def name(self) -> str: ...
+
+    def prefetch(self) -> object: ...
 
 
 class BaseSource:
