@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from datetime import datetime
+from typing import cast
 
 from ctxline.errors import Conflict, CtxlineError, ValidationError
 from ctxline.record.blobs import BlobStore
@@ -78,6 +79,16 @@ def branch_marks(store: Store, session: str, timeline: str) -> list[BranchMark]:
         marks.append(BranchMark(info.name, info.parent, info.fork_seq))
         info = store.timeline(session, info.parent)
     return sorted(marks, key=lambda m: m.fork_seq)
+
+
+def _prefetch(sources: Sequence[Source]) -> dict[str, object]:
+    """What each :class:`~ctxline.sources.base.Prefetching` source reads before a step
+    (found by attribute: ``isinstance`` on the Protocol costs ~20 µs a source a step)."""
+    out: dict[str, object] = {}
+    for source in sources:
+        if callable(getattr(source, "prefetch", None)):
+            out[source.name] = cast(Prefetching, source).prefetch()
+    return out
 
 
 def _spec(tool: ToolSpec | Tool | Mapping[str, JsonValue]) -> ToolSpec:
@@ -370,9 +381,7 @@ class Context:
             # what the step would read from the store, read now: the step itself is pure
             keys = count_keys(self._events, setup.view, self._cache)
             counts = self.store.get_token_counts(keys, self.counter.name) if keys else {}
-            prefetched = {
-                s.name: s.prefetch() for s in setup.view.sources if isinstance(s, Prefetching)
-            }
+            prefetched = _prefetch(setup.view.sources)
             request = StepRequest(now, tuple(tail), dynamic, choice, prefetched, counts)
             try:
                 plan = plan_step(self._events, setup, request, self._cache)
