@@ -43,9 +43,18 @@ from ctxline.sources.guide import MessageKind
 from ctxline.tags import element, escape
 
 if TYPE_CHECKING:
+    from typing_extensions import TypeVar
+
     from ctxline.tokens.counters import TokenCounter
     from ctxline.tools.base import Tool
     from ctxline.view.options import PrepareOptions
+
+    F = TypeVar("F", default=Any)
+    """The fold type of a source (a bare ``Source`` is ``Source[Any]``)."""
+else:
+    from typing import TypeVar
+
+    F = TypeVar("F")  # Python 3.11's TypeVar takes no default; type checkers read the one above
 
 __all__ = [
     "BaseSource",
@@ -149,23 +158,32 @@ class NoFold:
 
 
 @runtime_checkable
-class Source(Protocol):
-    """A context source (see the module docstring)."""
+class Source(Protocol[F]):
+    """A context source (see the module docstring), generic in its fold type ``F``:
+    ``fold()`` makes an ``F`` and ``step`` and ``reaffirm`` get that ``F`` back, fed.
+
+        class Counter(BaseSource):
+            def fold(self) -> Tally: ...
+            def step(self, fold: Tally, ctx: StepContext) -> SourceStep: ...
+
+        counted: Source[Tally] = Counter()  # the checker holds step to Tally
+
+    A bare ``Source`` is ``Source[Any]`` (what the view holds: one of each kind)."""
 
     @property
     def name(self) -> str: ...
 
     def kinds(self) -> Sequence[MessageKind]: ...
 
-    def fold(self) -> Any: ...
+    def fold(self) -> F: ...
 
     def history(self, event: Event) -> Block | None: ...
 
-    def step(self, fold: Any, ctx: StepContext) -> SourceStep: ...
+    def step(self, fold: F, ctx: StepContext) -> SourceStep: ...
 
     def tools(self) -> Sequence[Tool]: ...
 
-    def reaffirm(self, fold: Any) -> Sequence[Block]: ...
+    def reaffirm(self, fold: F) -> Sequence[Block]: ...
 
 
 @runtime_checkable
