@@ -143,7 +143,7 @@ class Discovery(BaseSource):
     def fold(self) -> DiscoveryFold:
         return DiscoveryFold()
 
-    def step(self, fold: Any, ctx: StepContext) -> SourceStep:
+    def step(self, fold: DiscoveryFold, ctx: StepContext) -> SourceStep:
         assert isinstance(fold, DiscoveryFold)
         return SourceStep(meta={"mode": self.mode, "revealed": list(fold.revealed)})
 
@@ -153,7 +153,7 @@ class Discovery(BaseSource):
             return (search,)
         return (search, Tool(self.call_spec(), self._call))
 
-    def reaffirm(self, fold: Any) -> Sequence[Block]:
+    def reaffirm(self, fold: DiscoveryFold) -> Sequence[Block]:
         assert isinstance(fold, DiscoveryFold)
         lines = []
         for name in fold.revealed:

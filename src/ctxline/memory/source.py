@@ -30,6 +30,7 @@ enough. :class:`Memory` is a context source over any store's ``memories``
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ctxline.errors import ValidationError
@@ -52,7 +53,7 @@ from ctxline.sources.guide import MessageKind
 from ctxline.tags import escape
 from ctxline.tools.base import Tool, ToolEnv, ToolOutcome
 
-__all__ = ["MEMORY_KIND", "Memory", "describe", "one_line"]
+__all__ = ["MEMORY_KIND", "Memory", "MemoryOverview", "describe", "one_line"]
 
 MEMORY_KIND = MessageKind(
     "ctx-memory",
@@ -91,6 +92,13 @@ def _spec(
             "additionalProperties": False,
         },
     )
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryOverview:
+    """What :meth:`Memory.prefetch` read for a step: the newest current entries."""
+
+    entries: tuple[MemoryEntry, ...]
 
 
 class Memory(BaseSource):
@@ -211,10 +219,22 @@ class Memory(BaseSource):
     def kinds(self) -> Sequence[MessageKind]:
         return (MEMORY_KIND,)
 
+    def prefetch(self) -> MemoryOverview:
+        """The overview's entries, read before the step (which reads no store)."""
+        if self.overview <= 0:
+            return MemoryOverview(())
+        return MemoryOverview(tuple(self.entries(limit=self.overview)))
+
     def step(self, fold: Any, ctx: StepContext) -> SourceStep:
         if self.overview <= 0:
             return SourceStep()
-        latest = self.entries(limit=self.overview)
+        got = ctx.prefetched.get(self.name)
+        # read ahead by Context.prepare; a caller of plan_step that did not: read now
+        latest = (
+            list(got.entries)
+            if isinstance(got, MemoryOverview)
+            else self.entries(limit=self.overview)
+        )
         if not latest:
             body = "\nNo memories yet. remember(text, key?) keeps a fact for later sessions.\n"
         else:

@@ -182,7 +182,7 @@ class JobsSource(BaseSource):
     def fold(self) -> _JobsFold:
         return _JobsFold()
 
-    def step(self, fold: Any, ctx: StepContext) -> SourceStep:
+    def step(self, fold: _JobsFold, ctx: StepContext) -> SourceStep:
         assert isinstance(fold, _JobsFold)
         if not fold.running:
             return SourceStep()

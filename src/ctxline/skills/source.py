@@ -27,7 +27,6 @@ from __future__ import annotations
 import difflib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from ctxline.errors import ValidationError
 from ctxline.record.events import JsonValue, StoredEvent, ToolCall, ToolResult
@@ -118,11 +117,11 @@ class Skills(BaseSource):
     def fold(self) -> SkillsFold:
         return SkillsFold()
 
-    def step(self, fold: Any, ctx: StepContext) -> SourceStep:
+    def step(self, fold: SkillsFold, ctx: StepContext) -> SourceStep:
         assert isinstance(fold, SkillsFold)
         return SourceStep(meta={"loaded": list(fold.loaded)}) if fold.loaded else SourceStep()
 
-    def reaffirm(self, fold: Any) -> Sequence[Block]:
+    def reaffirm(self, fold: SkillsFold) -> Sequence[Block]:
         assert isinstance(fold, SkillsFold)
         return tuple(
             Block(

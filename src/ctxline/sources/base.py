@@ -43,9 +43,18 @@ from ctxline.sources.guide import MessageKind
 from ctxline.tags import element, escape
 
 if TYPE_CHECKING:
+    from typing_extensions import TypeVar
+
     from ctxline.tokens.counters import TokenCounter
     from ctxline.tools.base import Tool
     from ctxline.view.options import PrepareOptions
+
+    F = TypeVar("F", default=Any)
+    """The fold type of a source (a bare ``Source`` is ``Source[Any]``)."""
+else:
+    from typing import TypeVar
+
+    F = TypeVar("F")  # Python 3.11's TypeVar takes no default; type checkers read the one above
 
 __all__ = [
     "BaseSource",
@@ -53,6 +62,7 @@ __all__ = [
     "DynamicItem",
     "Fold",
     "NoFold",
+    "Prefetching",
     "Source",
     "SourceStep",
     "StepContext",
@@ -110,6 +120,9 @@ class StepContext:
     counter: TokenCounter
     dynamic: tuple[DynamicItem, ...] = ()
     """The app's dynamic items of this step (evaluated before the step)."""
+    prefetched: Mapping[str, object] = field(default_factory=dict)
+    """What each :class:`Prefetching` source read before the step, by source name: a
+    step reads no store, so a source that needs one reads it in ``prefetch()``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,23 +158,45 @@ class NoFold:
 
 
 @runtime_checkable
-class Source(Protocol):
-    """A context source (see the module docstring)."""
+class Source(Protocol[F]):
+    """A context source (see the module docstring), generic in its fold type ``F``:
+    ``fold()`` makes an ``F`` and ``step`` and ``reaffirm`` get that ``F`` back, fed.
+
+        class Counter(BaseSource):
+            def fold(self) -> Tally: ...
+            def step(self, fold: Tally, ctx: StepContext) -> SourceStep: ...
+
+        counted: Source[Tally] = Counter()  # the checker holds step to Tally
+
+    A bare ``Source`` is ``Source[Any]`` (what the view holds: one of each kind)."""
 
     @property
     def name(self) -> str: ...
 
     def kinds(self) -> Sequence[MessageKind]: ...
 
-    def fold(self) -> Any: ...
+    def fold(self) -> F: ...
 
     def history(self, event: Event) -> Block | None: ...
 
-    def step(self, fold: Any, ctx: StepContext) -> SourceStep: ...
+    def step(self, fold: F, ctx: StepContext) -> SourceStep: ...
 
     def tools(self) -> Sequence[Tool]: ...
 
-    def reaffirm(self, fold: Any) -> Sequence[Block]: ...
+    def reaffirm(self, fold: F) -> Sequence[Block]: ...
+
+
+@runtime_checkable
+class Prefetching(Protocol):
+    """A source that reads a store for its step: ``prefetch()`` runs before the (pure)
+    step and what it returns reaches ``step`` as ``ctx.prefetched[source.name]``. What the
+    step makes of it is logged in the request's inputs (its tail text and meta), so a
+    rebuild never reads the store again."""
+
+    @property
+    def name(self) -> str: ...
+
+    def prefetch(self) -> object: ...
 
 
 class BaseSource:

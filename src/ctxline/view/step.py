@@ -12,7 +12,14 @@ Same record and inputs, same bytes and same report: the cache only saves work. W
 is cold and the record has a logged request, that request is rendered first so the
 prefix report compares against it exactly as a warm cache would.
 
-    plan = plan_step(events, setup, StepRequest(now), cache)
+The step reads no store: what it would look up is read before it and comes in the
+:class:`StepRequest` — the persisted token counts of the long texts it will count
+(:func:`count_keys` names them; a text not among them is counted, same number) and what
+each :class:`~ctxline.sources.base.Prefetching` source read ahead (the memory overview).
+
+    keys = count_keys(events, setup.view, cache)
+    counts = store.get_token_counts(keys, setup.view.counter.name)
+    plan = plan_step(events, setup, StepRequest(now, counts=counts), cache)
     writer.append(plan.events, expected_seq=plan.head, blobs=plan.blobs)
 """
 
@@ -38,7 +45,7 @@ from ctxline.record.events import (
 )
 from ctxline.render.neutral import ToolSpec
 from ctxline.sources.base import DynamicItem, StepContext, TailItem
-from ctxline.tokens.counters import TokenCounter, get_counter
+from ctxline.tokens.counters import TokenCounter, _sha1, get_counter
 from ctxline.view.budget import BudgetInputs
 from ctxline.view.cache import Chain, ViewCache, ViewSetup
 from ctxline.view.candidates import Candidate
@@ -50,7 +57,15 @@ from ctxline.view.options import PrepareOptions, StepInputs
 from ctxline.view.prepare import Preparation, render_step
 from ctxline.view.report import Action, Considered, CostReport, TokenSections
 
-__all__ = ["StepPlan", "StepRequest", "StepSetup", "plan_step", "tool_json"]
+__all__ = [
+    "KnownCounts",
+    "StepPlan",
+    "StepRequest",
+    "StepSetup",
+    "count_keys",
+    "plan_step",
+    "tool_json",
+]
 
 
 def tool_json(spec: ToolSpec) -> dict[str, JsonValue]:
@@ -86,6 +101,46 @@ class StepRequest:
     """Blocks the app adds to the tail, rendered by the app."""
     dynamic: tuple[DynamicItem, ...] = ()
     tool_choice: str | None = None
+    prefetched: Mapping[str, object] = field(default_factory=dict)
+    """What each prefetching source read before the step, by source name (its
+    ``prefetch()``; the source gets it as ``StepContext.prefetched``)."""
+    counts: Mapping[str, int] | None = None
+    """Persisted token counts read before the step (``text:<sha1>`` key → tokens, for the
+    setup's counter; :func:`count_keys`): the step looks up only these. None: it looks
+    them up in ``setup.view.counts`` itself (a caller that does not read ahead)."""
+
+
+@dataclass(frozen=True, slots=True)
+class KnownCounts:
+    """Token counts read ahead of a step: a ``CountLookup`` over a mapping (no store)."""
+
+    counts: Mapping[str, int]
+    tokenizer: str
+
+    def get_token_counts(self, event_ids: Sequence[str], tokenizer: str) -> dict[str, int]:
+        if tokenizer != self.tokenizer:
+            return {}
+        known = self.counts
+        return {key: known[key] for key in event_ids if key in known}
+
+
+def count_keys(record: Sequence[StoredEvent], setup: ViewSetup, cache: ViewCache) -> list[str]:
+    """The keys of the persisted counts a step on ``record`` looks up: the long texts of the
+    events ``cache`` has not fed yet that it does not already hold (O(new events) on a
+    warm cache; every event on a cold one). Read them before :func:`plan_step`."""
+    rec = cache.record
+    fed = rec.seq if cache.started else 0
+    if cache.counter_name and cache.counter_name != setup.counter.name:
+        fed = 0
+    if fed and (fed > len(record) or record[fed - 1].id != rec.last_id):
+        fed = 0  # the cache will start again
+    memo = cache.text_tokens if cache.counter_name == setup.counter.name else {}
+    keys: dict[str, None] = {}
+    for stored in record[fed:]:
+        text = cache._text_of(stored)
+        if len(text) >= 2_048 and text not in memo:
+            keys["text:" + _sha1(text)] = None
+    return list(keys)
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,7 +159,11 @@ class _Step:
     """One step under construction: the planned events and the latest rendering."""
 
     def __init__(
-        self, record: Sequence[StoredEvent], setup: StepSetup, request: StepRequest, cache: ViewCache
+        self,
+        record: Sequence[StoredEvent],
+        setup: StepSetup,
+        request: StepRequest,
+        cache: ViewCache,
     ) -> None:
         self.setup, self.request, self.cache = setup, request, cache
         self.head = record[-1].seq if record else 0
@@ -296,7 +355,11 @@ class _Step:
         return prep
 
     def optional_tail(self) -> list[tuple[str, int]]:
-        return [(i.id, i.priority) for i in self.tail_items if not i.required and i.id not in self.dropped]
+        return [
+            (i.id, i.priority)
+            for i in self.tail_items
+            if not i.required and i.id not in self.dropped
+        ]
 
     def optional_tools(self) -> list[tuple[str, int]]:
         """(name, tokens of its schema) of the optional tools still offered; a tool the
@@ -400,6 +463,9 @@ def plan_step(
     compaction failed; the cache then holds planned events that were never appended:
     reset it.
     """
+    if request.counts is not None:  # the counts read ahead: the step opens no store
+        known = KnownCounts(request.counts, setup.view.counter.name)
+        setup = replace(setup, view=replace(setup.view, counts=known))
     _previous(record, setup.view, cache)
     cache.catch_up(record, setup.view)
     step = _Step(record, setup, request, cache)
@@ -417,7 +483,14 @@ def plan_step(
     ):
         step.add(Tools(tuple(tool_json(t) for t in setup.tools)))
     _bring_back_forced(step, request.tool_choice)
-    ctx = StepContext(request.now, step.chain, setup.view.options, setup.view.counter, request.dynamic)
+    ctx = StepContext(
+        request.now,
+        step.chain,
+        setup.view.options,
+        setup.view.counter,
+        request.dynamic,
+        request.prefetched,
+    )
     for source in setup.view.sources:
         part = source.step(rec.folds[source.name], ctx)
         if part.events:
@@ -426,9 +499,7 @@ def plan_step(
         step.system += part.system
         if part.allowed_tools is not None:  # several sources: what all of them allow
             previous = step.allowed
-            step.allowed = tuple(
-                n for n in part.allowed_tools if previous is None or n in previous
-            )
+            step.allowed = tuple(n for n in part.allowed_tools if previous is None or n in previous)
         if part.meta:
             step.meta[source.name] = dict(part.meta)
     step.render()
