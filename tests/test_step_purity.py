@@ -263,3 +263,26 @@ def test_the_memory_overview_is_read_before_the_step(tmp_path: Path) -> None:
     assert "The office is in Berlin" in prep.body_bytes.decode()
     assert ctx.rebuild(1) == prep.body_bytes
     inner.close()
+
+
+def test_the_shared_blackboard_is_read_before_the_step(tmp_path: Path) -> None:
+    """The environment's board (a store read) comes through the source's prefetch too."""
+    from board_process import board_env
+    from ctxline.record.events import AssistantMessage, ToolCall
+
+    inner = SQLiteStore(str(tmp_path / "b.db"))
+    guarded = GuardedStore(inner)
+    planner = board_env(guarded, "planner")  # type: ignore[arg-type]  # any Store does
+    p_ctx = Context(guarded, "planner", sources=[planner.source])
+    p_ctx.append(UserMessage("Plan the trip together."))
+    p_ctx.prepare()
+    call = ToolCall("g1", "update_goal", {"goal": "Book Oslo for May 20"})
+    p_ctx.append(AssistantMessage("", (call,)))
+    p_ctx.record_outcome(call, planner.call(p_ctx, call))
+    executor = board_env(guarded, "executor")  # type: ignore[arg-type]
+    e_ctx = Context(guarded, "executor", sources=[executor.source])
+    e_ctx.append(UserMessage("Plan the trip together."))
+    prep = e_ctx.prepare()  # raises if the step itself read the board
+    assert "): Book Oslo for May 20\n" in prep.body["messages"][-1]["content"]
+    assert e_ctx.rebuild(1) == prep.body_bytes
+    inner.close()

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from ctxline.environment.actions import check_problem
@@ -53,7 +53,7 @@ from ctxline.tools.base import Tool
 if TYPE_CHECKING:
     from ctxline.environment.env import Environment
 
-__all__ = ["ENV_KIND", "EnvFold", "EnvironmentSource", "environment_meta"]
+__all__ = ["ENV_KIND", "BoardRead", "EnvFold", "EnvironmentSource", "environment_meta"]
 
 DISCARDABLE_PRIORITY = -10
 GROWTH_WINDOW = 20
@@ -66,6 +66,15 @@ REDECIDE_STEPS = 10
 def _sha(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
+
+
+@dataclass(frozen=True, slots=True)
+class BoardRead:
+    """What a step shows of the shared blackboard: its values, and the ``board`` meta
+    (name, head, versions) the request logs."""
+
+    values: Mapping[str, SlotValue]
+    meta: dict[str, JsonValue]
 
 class EnvFold:
     """The environment's fold over one timeline (see the module docstring)."""
@@ -173,6 +182,16 @@ class EnvironmentSource(BaseSource):
 
     # --- a step -----------------------------------------------------------------------
 
+    def prefetch(self) -> BoardRead | None:
+        """The shared blackboard as the step will show it, read before the step (which reads
+        no store); None without a board."""
+        board = self.env.board
+        if board is None:
+            return None
+        values = dict(board.refresh())
+        versions = {n: board.get(n).version for n in self.env.shared}
+        return BoardRead(values, {"name": board.name, "head": board.head, "versions": versions})
+
     def step(self, fold: EnvFold, ctx: StepContext) -> SourceStep:
         env = self.env
         events: list[Event] = []
@@ -194,9 +213,11 @@ class EnvironmentSource(BaseSource):
         meta: dict[str, JsonValue] = {}
         board_values: Mapping[str, SlotValue] = {}
         if env.board is not None:
-            board_values = env.board.refresh()
-            versions = {n: env.board.get(n).version for n in env.shared}
-            meta["board"] = {"name": env.board.name, "head": env.board.head, "versions": versions}
+            got = ctx.prefetched.get(self.name)
+            read = got if isinstance(got, BoardRead) else self.prefetch()  # a caller that did not
+            assert read is not None
+            board_values = read.values
+            meta["board"] = read.meta
         state = EnvState(env.specs, {**local, **{n: board_values[n] for n in env.shared if n in board_values}},
                          now=ctx.now, role=env.role)  # fmt: skip
         locked = []
