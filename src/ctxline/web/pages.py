@@ -9,7 +9,7 @@ from __future__ import annotations
 import difflib
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -166,48 +166,44 @@ def file_name(session: str, timeline: str, step: int) -> str:
 
 
 def _chart(session: str, timeline: str, run: Sequence[RunStep]) -> str:
-    steps = []
+    """The chart of an analyzed run (a break's note: its cause and what it re-billed)."""
+    rows = []
     for r in run:
         d = r.diff
-        note = ""
-        if d is not None and d.broke:
-            note = f"{d.cause}: {d.rebilled_tokens:,} tokens re-billed, {format_usd(d.cost)}"
-        href = ""
-        if d is not None and d.broke:
-            href = _url("/diff", s=session, t=timeline, step=r.step)
-        elif r.actions:
-            href = _url("/request", s=session, t=timeline, step=r.step)
-        steps.append(
-            ChartStep(
-                f"step {r.step}",
-                r.composition,
-                {k: float(v) for k, v in r.budget.items()},
-                tuple(str(a.get("action")) for a in r.actions),
-                bool(d is not None and d.broke),
-                note,
-                href,
-            )
-        )
-    return run_chart(steps, SECTION_COLORS, BUDGET_LINES)
+        broke = d is not None and d.broke
+        note = f"{d.cause}: {d.rebilled_tokens:,} tokens re-billed, {format_usd(d.cost)}" if broke and d else ""
+        rows.append((r.step, r.composition, r.budget, r.actions, broke, note))
+    return _step_chart(session, timeline, rows)
 
 
 def _header_chart(session: str, timeline: str, run: Sequence[HeaderStep]) -> str:
     """The chart of the steps on a page, from their headers (see :mod:`ctxline.web.headers`)."""
-    steps = []
+    rows = []
     for r in run:
         note = f"{r.section}: {r.reason} ({r.shared_tokens:,} tokens reused)" if r.broke else ""
+        rows.append((r.step, r.composition, r.budget, r.actions, r.broke, note))
+    return _step_chart(session, timeline, rows)
+
+
+_ChartRow = tuple[int, Mapping[str, int], Mapping[str, Any], Sequence[Mapping[str, Any]], bool, str]
+
+
+def _step_chart(session: str, timeline: str, rows: Sequence[_ChartRow]) -> str:
+    """One chart: a break links to its diff, a step that reduced to its request."""
+    steps = []
+    for step, composition, budget, actions, broke, note in rows:
         href = ""
-        if r.broke:
-            href = _url("/diff", s=session, t=timeline, step=r.step)
-        elif r.actions:
-            href = _url("/request", s=session, t=timeline, step=r.step)
+        if broke:
+            href = _url("/diff", s=session, t=timeline, step=step)
+        elif actions:
+            href = _url("/request", s=session, t=timeline, step=step)
         steps.append(
             ChartStep(
-                f"step {r.step}",
-                r.composition,
-                {k: float(v) for k, v in r.budget.items()},
-                tuple(str(a.get("action")) for a in r.actions),
-                r.broke,
+                f"step {step}",
+                composition,
+                {k: float(v) for k, v in budget.items()},
+                tuple(str(a.get("action")) for a in actions),
+                broke,
                 note,
                 href,
             )
