@@ -13,19 +13,25 @@ superseded under concurrent writers.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
+from datetime import datetime
 from typing import Any, Protocol
 
+from ctxline.errors import IntegrityError
 from ctxline.record.codec import format_at, parse_at
 from ctxline.record.store.memories import (
     MemoryEntry,
+    MemoryHit,
     NewMemory,
     Owner,
     Scope,
+    check_new,
+    memory_words,
     newest_sql,
     unknown,
 )
+from ctxline.record.store.textsearch import Query, check_limit, parse_query
 
 __all__ = [
     "COLUMNS",
@@ -33,8 +39,10 @@ __all__ = [
     "M_COLUMNS",
     "Conn",
     "SqlMemories",
+    "Stamps",
     "entry_of",
     "memory_table_sql",
+    "new_entry",
     "new_row",
     "owners_clause",
 ]
@@ -115,22 +123,102 @@ def new_row(ident: str, new: NewMemory, at: Any) -> tuple[object, ...]:
     )
 
 
+def new_entry(ident: str, new: NewMemory, at: Any) -> MemoryEntry:
+    """The entry :meth:`remember` returns for ``new``, stored as ``ident`` at ``at``."""
+    return MemoryEntry(
+        ident,
+        new.scope,
+        new.owner,
+        new.text,
+        new.key,
+        new.tags,
+        new.author,
+        new.session,
+        at,
+        meta=dict(new.meta),
+    )
+
+
 def owners_clause(owners: Sequence[Owner], mark: str, empty: str) -> tuple[str, list[str]]:
     clause = " OR ".join(f"(m.scope = {mark} AND m.owner = {mark})" for _ in owners) or empty
     return f"({clause})", [v for o in owners for v in o]
 
 
+class Stamps(Protocol):
+    """What :meth:`SqlMemories.remember` asks of the store: a new id and the time."""
+
+    _clock: Callable[[], datetime]
+
+    def _new_id(self) -> str: ...
+
+
 class SqlMemories:
-    """What both SQL backends' ``memories`` share; a backend sets :attr:`mark` and
-    defines :meth:`_reading` (one read snapshot) and :meth:`_check` (the tables exist)."""
+    """What both SQL backends' ``memories`` share; a backend sets :attr:`mark`,
+    :attr:`false` and :attr:`search_sql`, and defines :meth:`_reading` (one read
+    snapshot), :meth:`_check` (the tables exist) and :meth:`_match` (a parsed query in
+    its full-text syntax)."""
 
     mark = "?"
+    false = "0"
+    """The SQL of a clause that holds for no row (an empty list of owners)."""
+    search_sql = ""
+    """The search's SELECT, with ``{columns}`` and ``{where}`` to fill; its parameters
+    are the query text, the owners' and the limit."""
+
+    _store: Stamps
+
+    def _match(self, parsed: Query) -> str:
+        raise NotImplementedError
+
+    def _insert(self, ident: str, new: NewMemory, at: datetime, words: str) -> None:
+        """Store ``new`` as ``ident`` (superseding the current entry of its key) with its
+        index ``words``, in one transaction."""
+        raise NotImplementedError
+
+    def remember(self, new: NewMemory) -> MemoryEntry:
+        new = check_new(new)
+        ident = "m-" + self._store._new_id()
+        at = self._store._clock()
+        self._insert(ident, new, at, " ".join(memory_words(new.text, new.key, new.tags)))
+        return new_entry(ident, new, at)
+
+    def search(self, query: str, owners: Sequence[Owner], *, limit: int = 10) -> list[MemoryHit]:
+        parsed = parse_query(query)
+        check_limit(limit)
+        where, params = owners_clause(owners, self.mark, self.false)
+        with self._reading() as conn:
+            self._check(conn)
+            rows = conn.execute(
+                self.search_sql.format(columns=M_COLUMNS, where=where),
+                [self._match(parsed), *params, limit],
+            ).fetchall()
+        return [MemoryHit(entry_of(r[:-1]), round(float(r[-1]), 6)) for r in rows]
 
     def _reading(self) -> AbstractContextManager[Conn]:
         raise NotImplementedError
 
-    def _check(self, conn: Any) -> None:
+    tables_sql = ""
+    """A query whose one row holds NULL (or no row at all) where ``memories`` is missing."""
+
+    def _place(self) -> object:
+        """The store's file or redacted address, for the error of a missing table."""
         raise NotImplementedError
+
+    def _check(self, conn: Any) -> None:
+        found = conn.execute(self.tables_sql).fetchone()
+        if found is None or found[0] is None:
+            raise IntegrityError(
+                f"{self._place()} has no memory tables yet (a schema before version 4):"
+                " open it once for writing to migrate it"
+            )
+
+    def _insert_sql(self, column: str = "", value: str = "") -> str:
+        """The INSERT of a new entry's :data:`COLUMNS` (and one more ``column``)."""
+        values = ", ".join([self.mark] * 9 + ["NULL", "NULL", self.mark])
+        return f"INSERT INTO memories({COLUMNS}{column}) VALUES ({values}{value})"
+
+    def _forgotten_at(self) -> str:
+        return format_at(self._store._clock())
 
     def _one(self, sql: str, params: Sequence[object]) -> MemoryEntry | None:
         with self._reading() as conn:

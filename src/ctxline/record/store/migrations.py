@@ -40,6 +40,7 @@ from ctxline.record.parse import event_from_json
 from ctxline.record.store.base import Clock
 from ctxline.record.store.chain import GENESIS, chain_link
 from ctxline.record.store.rows import apply_steps
+from ctxline.record.store.sql_migrations import chain_timelines, record_sql
 from ctxline.record.store.sqlite_events import body_digest, link_at, visible_segments
 from ctxline.record.store.sqlite_memory import MEMORY_INDEX_SQL, MEMORY_SQL
 from ctxline.record.store.textsearch import index_words
@@ -95,22 +96,7 @@ def _chain(conn: sqlite3.Connection) -> None:
         " WITHOUT ROWID"
     )
     conn.execute("ALTER TABLE timelines ADD COLUMN link TEXT")
-    todo = conn.execute(
-        "SELECT session, name, parent, fork_seq, head FROM timelines ORDER BY session, name"
-    ).fetchall()
-    done: set[tuple[str, str]] = set()
-    while todo:
-        ready = [t for t in todo if t[2] is None or (t[0], t[2]) in done]
-        if not ready:
-            session, name, parent = todo[0][:3]
-            raise IntegrityError(
-                f"cannot compute the hash chain: timeline {session}/{name} forks from"
-                f" {parent!r}, which is missing or loops; run ctxline doctor"
-            )
-        for session, name, parent, fork_seq, head in ready:
-            _chain_timeline(conn, session, name, parent, fork_seq or 0, head)
-            done.add((session, name))
-        todo = [t for t in todo if (t[0], t[1]) not in done]
+    chain_timelines(conn, _chain_timeline)
 
 
 def _chain_timeline(
@@ -155,51 +141,13 @@ SQLITE_MIGRATIONS: tuple[tuple[int, str, Step], ...] = (
     (
         1,
         "record",
-        """
-        CREATE TABLE sessions (
-            id TEXT PRIMARY KEY,
-            created_at TEXT NOT NULL,
-            meta TEXT NOT NULL
-        );
-        CREATE TABLE timelines (
-            session TEXT NOT NULL REFERENCES sessions(id),
-            name TEXT NOT NULL,
-            parent TEXT,
-            fork_seq INTEGER,
-            head INTEGER NOT NULL,
-            created_at TEXT NOT NULL,
-            PRIMARY KEY (session, name)
-        );
-        CREATE TABLE events (
-            session TEXT NOT NULL,
-            timeline TEXT NOT NULL,
-            seq INTEGER NOT NULL,
-            id TEXT NOT NULL UNIQUE,
-            at TEXT NOT NULL,
-            kind TEXT NOT NULL,
-            body TEXT NOT NULL,
-            PRIMARY KEY (session, timeline, seq),
-            FOREIGN KEY (session, timeline) REFERENCES timelines(session, name)
-        );
-        CREATE TABLE tool_calls (
-            session TEXT NOT NULL,
-            timeline TEXT NOT NULL,
-            call_id TEXT NOT NULL,
-            seq INTEGER NOT NULL
-        );
-        CREATE INDEX tool_calls_by_id ON tool_calls(session, timeline, call_id, seq);
-        CREATE TABLE token_counts (
-            event_id TEXT NOT NULL,
-            tokenizer TEXT NOT NULL,
-            count INTEGER NOT NULL,
-            PRIMARY KEY (event_id, tokenizer)
-        );
-        CREATE TABLE blobs (
-            ref TEXT PRIMARY KEY,
-            size INTEGER NOT NULL,
-            data BLOB NOT NULL
-        );
-        """,
+        record_sql(
+            text="TEXT",
+            integer="INTEGER",
+            blob="BLOB",
+            id_unique=" UNIQUE",
+            keys="PRIMARY KEY (session, timeline, seq),",
+        ),
     ),
     (2, "search", _search_index),
     (3, "chain", _chain),

@@ -28,7 +28,15 @@ from ctxline.record.codec import format_at, parse_at
 from ctxline.record.events import StoredEvent
 from ctxline.record.store.chain import GENESIS, Body, ChainCheck, chain_link
 from ctxline.record.store.checks import Existing, call_ids
-from ctxline.record.store.rows import Segment, body_digest, parse_body
+from ctxline.record.store.rows import Segment
+from ctxline.record.store.sql_events import (
+    ChainWalk,
+    Row,
+    Timeline,
+    read_checked,
+    walk_segments,
+)
+from ctxline.record.store.sql_events import link_at as sql_link_at
 
 __all__ = [
     "PgTimeline",
@@ -47,7 +55,6 @@ __all__ = [
 
 Conn = psycopg.Connection[tuple[Any, ...]]
 COPY_HEADER = b"PGCOPY\n\xff\r\n\x00" + struct.pack(">ii", 0, 0)
-MAX_PROBLEMS = 20
 
 
 def call_key(call_id: str) -> str:
@@ -55,12 +62,7 @@ def call_key(call_id: str) -> str:
     return call_id.replace("\\", "\\\\").replace("\x00", "\\0")
 
 
-@dataclass(frozen=True, slots=True)
-class PgTimeline:
-    parent: str | None
-    fork_seq: int | None
-    head: int
-    link: str | None
+PgTimeline = Timeline
 
 
 def timeline_row(
@@ -83,110 +85,45 @@ def visible_segments(
     conn: Conn, session: str, timeline: str, chained: bool, *, lock: bool = False
 ) -> tuple[list[Segment], PgTimeline]:
     own = timeline_row(conn, session, timeline, chained, lock=lock)
-    segments = [Segment(timeline, own.fork_seq or 0, own.head)]
-    row, seen = own, {timeline}
-    upto_bound = own.head
-    while row.parent is not None:
-        if row.parent in seen:
-            raise IntegrityError(f"timeline {session}/{timeline}: its ancestry loops")
-        seen.add(row.parent)
-        upto = min(upto_bound, row.fork_seq or 0)  # never above a nearer fork point
-        upto_bound, name = upto, row.parent
-        row = timeline_row(conn, session, name, chained)
-        segments.append(Segment(name, row.fork_seq or 0, upto))
-    segments.reverse()
-    return segments, own
+    row_of = lambda name: timeline_row(conn, session, name, chained)  # noqa: E731
+    return walk_segments(session, timeline, own, row_of, False), own
 
 
 def link_at(conn: Conn, session: str, segments: Sequence[Segment], seq: int) -> str:
-    if seq == 0:
-        return GENESIS
-    for seg in segments:
-        if seg.base < seq <= seg.upto:
-            row = conn.execute(
-                "SELECT link FROM chain WHERE session = %s AND timeline = %s AND seq = %s",
-                (session, seg.name, seq),
-            ).fetchone()
-            if row is None:
-                raise IntegrityError(
-                    f"{session}/{seg.name} seq {seq} has no hash link; run ctxline doctor"
-                )
-            return str(row[0])
-    raise IntegrityError(
-        f"{session}: seq {seq} is outside the visible timeline; run ctxline doctor"
-    )
+    return sql_link_at(conn, "%s", session, segments, seq)
 
 
 def read_events(
     conn: Conn, session: str, timeline: str, after_seq: int, limit: int | None, chained: bool
 ) -> list[StoredEvent]:
     segments, own = visible_segments(conn, session, timeline, chained)
-    out: list[StoredEvent] = []
-    last = after_seq
     prev = link_at(conn, session, segments, min(after_seq, own.head)) if chained else ""
-    for seg in segments:
-        lo = max(seg.base, after_seq)
-        want = None if limit is None else limit - len(out)
-        if lo >= seg.upto or want == 0:
-            continue
-        join = (
-            "LEFT JOIN chain c ON c.session = e.session AND c.timeline = e.timeline AND c.seq = e.seq"
-            if chained
-            else ""
-        )
-        rows = fetch_all(
+    join = (
+        "LEFT JOIN chain c ON c.session = e.session AND c.timeline = e.timeline AND c.seq = e.seq"
+        if chained
+        else ""
+    )
+
+    def fetch(name: str, lo: int, upto: int, want: int | None) -> list[Row]:
+        return fetch_all(
             conn,
             f"SELECT e.seq, e.id, e.at, {SMALL_BODY}, {'c.link' if chained else 'NULL'}"
             f" FROM events e {join}"
             " WHERE e.session = %s AND e.timeline = %s AND e.seq > %s AND e.seq <= %s"
             " ORDER BY e.seq LIMIT %s",
-            (LARGE_BODY, session, seg.name, lo, seg.upto, want),
+            (LARGE_BODY, session, name, lo, upto, want),
         )
-        rows.reverse()
-        while rows:
-            seq, eid, at, body, link = rows.pop()
-            seq = int(seq)
-            if body is None:
-                body = large_body(conn, session, seg.name, seq)
-            where = f"{session}/{seg.name} seq {seq}"
-            if seq != last + 1:
-                raise IntegrityError(
-                    f"{session}/{seg.name}: seq {last + 1} is missing (the next stored event is"
-                    f" seq {seq}); run ctxline doctor"
-                )
-            if chained:
-                if link is None:
-                    raise IntegrityError(f"{where} has no hash link; run ctxline doctor")
-                if chain_link(prev, seq, eid, at, body_digest(body)) != link:
-                    raise IntegrityError(
-                        f"{where}: the stored event does not match its hash link (its body,"
-                        " seq, id or time was changed outside ctxline); run ctxline doctor"
-                    )
-                prev = link
-            box = [body]
-            del body
-            event = parse_body(box, where)
-            try:
-                when = parse_at(at)
-            except ValidationError:
-                raise IntegrityError(
-                    f"{where}: the stored time {str(at)[:40]!r} is not a time"
-                ) from None
-            out.append(StoredEvent(seq, eid, when, event))
-            last = seq
-        if limit is not None and len(out) >= limit:
-            break
-        if last < seg.upto:
-            raise IntegrityError(
-                f"{session}/{seg.name}: events {last + 1}-{seg.upto} are missing (the head is"
-                f" {seg.upto}); run ctxline doctor"
-            )
-    if chained and last == own.head and own.link is not None and prev != own.link:
-        raise IntegrityError(
-            f"{session}/{timeline}: the head link does not match the last event (seq {last});"
-            " events were removed or rewritten outside ctxline; run ctxline doctor"
-        )
-    return out
+
+    def fix(name: str, row: Row) -> Row:
+        seq, eid, at, body, link = row
+        seq = int(seq)
+        if body is None:
+            body = large_body(conn, session, name, seq)
+        return seq, eid, at, body, link
+
+    return read_checked(
+        session, timeline, after_seq, limit, chained, segments, own, prev, fetch, fix
+    )
 
 
 LARGE_BODY = 8 * 1024 * 1024
@@ -331,13 +268,10 @@ def verify_segments(
 ) -> ChainCheck:
     """The links of the events of ``segments`` recomputed from ``start`` (bodies hashed
     by the server: ``sha256`` of their UTF-8, so no body crosses the wire)."""
-    problems: list[str] = []
-    prev = start
-    last = segments[0].base if segments else 0
-    checked = 0
+    walk = ChainWalk(session, start, segments[0].base if segments else 0)
     for seg in segments:
         lo = seg.base
-        while len(problems) <= MAX_PROBLEMS:
+        while not walk.full:
             rows = conn.execute(
                 "SELECT e.seq, e.id, e.at, c.digest, c.link,"
                 " 'sha256:' || encode(sha256(convert_to(e.body, 'UTF8')), 'hex')"
@@ -350,35 +284,10 @@ def verify_segments(
             if not rows:
                 break
             for seq, eid, at, digest, link, have in rows:
-                seq = int(seq)
-                where = f"{session}/{seg.name} seq {seq}"
-                checked += 1
-                if seq != last + 1:
-                    problems.append(f"{session}/{seg.name}: seq {last + 1}-{seq - 1} missing")
-                if link is None:
-                    problems.append(f"{where} has no hash link")
-                elif chain_link(prev, seq, eid, at, have) != link:
-                    what = (
-                        "its body"
-                        if digest is not None and digest != have
-                        else "its seq, id or time"
-                    )
-                    problems.append(
-                        f"{where}: the stored event does not match its hash link ({what} was"
-                        " changed outside ctxline)"
-                    )
-                prev = link if isinstance(link, str) else prev
-                last = seq
-            lo = last
-        if last < seg.upto and len(problems) <= MAX_PROBLEMS:
-            problems.append(f"{session}/{seg.name}: events {last + 1}-{seg.upto} are missing")
-            last = seg.upto
-    if own.link is not None and prev != own.link:
-        problems.append(
-            f"{session}/{timeline}: the head link does not match the last event (seq {last}):"
-            " events were removed or rewritten outside ctxline"
-        )
-    return ChainCheck(session, timeline, own.head, own.link or prev, checked, tuple(problems))
+                walk.row(seg.name, int(seq), eid, at, digest, link, have)
+            lo = walk.last
+        walk.end(seg)
+    return walk.result(timeline, own)
 
 
 def decode_meta(session: str, text: str) -> dict[str, Any]:

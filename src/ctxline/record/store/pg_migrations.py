@@ -43,6 +43,7 @@ from ctxline.record.store.chain import GENESIS, chain_link
 from ctxline.record.store.pg_events import link_at, visible_segments
 from ctxline.record.store.pg_memory import PG_MEMORY_INDEX_SQL, PG_MEMORY_SQL
 from ctxline.record.store.rows import apply_steps
+from ctxline.record.store.sql_migrations import chain_timelines, record_sql
 from ctxline.record.store.textsearch import index_words
 
 __all__ = ["MIGRATION_LOCK", "PG_MIGRATIONS", "apply_pg_migrations", "index_events"]
@@ -98,26 +99,13 @@ def _chain(conn: psycopg.Connection[Any]) -> None:
         " digest text NOT NULL, link text NOT NULL, PRIMARY KEY (session, timeline, seq))"
     )
     conn.execute("ALTER TABLE timelines ADD COLUMN link text")
-    todo = conn.execute(
-        "SELECT session, name, parent, fork_seq, head FROM timelines ORDER BY session, name"
-    ).fetchall()
-    done: set[tuple[str, str]] = set()
-    while todo:
-        ready = [t for t in todo if t[2] is None or (t[0], t[2]) in done]
-        if not ready:
-            raise IntegrityError(
-                f"cannot compute the hash chain: timeline {todo[0][0]}/{todo[0][1]} forks from"
-                f" {todo[0][2]!r}, which is missing or loops; run ctxline doctor"
-            )
-        for session, name, parent, fork_seq, head in ready:
-            _chain_timeline(conn, session, name, parent, int(fork_seq or 0), int(head))
-            done.add((session, name))
-        todo = [t for t in todo if (t[0], t[1]) not in done]
+    chain_timelines(conn, _chain_timeline)
 
 
 def _chain_timeline(
     conn: psycopg.Connection[Any], session: str, name: str, parent: str | None, base: int, head: int
 ) -> None:
+    base, head = int(base), int(head)
     prev = GENESIS
     if parent is not None and base:
         prev = link_at(conn, session, visible_segments(conn, session, parent, True)[0], base)
@@ -160,52 +148,14 @@ PG_MIGRATIONS: tuple[tuple[int, str, Step], ...] = (
     (
         1,
         "record",
-        """
-        CREATE TABLE sessions (
-            id text PRIMARY KEY,
-            created_at text NOT NULL,
-            meta text NOT NULL
-        );
-        CREATE TABLE timelines (
-            session text NOT NULL REFERENCES sessions(id),
-            name text NOT NULL,
-            parent text,
-            fork_seq bigint,
-            head bigint NOT NULL,
-            created_at text NOT NULL,
-            PRIMARY KEY (session, name)
-        );
-        CREATE TABLE events (
-            session text NOT NULL,
-            timeline text NOT NULL,
-            seq bigint NOT NULL,
-            id text NOT NULL,
-            at text NOT NULL,
-            kind text NOT NULL,
-            body text NOT NULL,
-            CONSTRAINT events_seq_key PRIMARY KEY (session, timeline, seq),
-            CONSTRAINT events_id_key UNIQUE (id),
-            FOREIGN KEY (session, timeline) REFERENCES timelines(session, name)
-        );
-        CREATE TABLE tool_calls (
-            session text NOT NULL,
-            timeline text NOT NULL,
-            call_id text NOT NULL,
-            seq bigint NOT NULL
-        );
-        CREATE INDEX tool_calls_by_id ON tool_calls(session, timeline, call_id, seq);
-        CREATE TABLE token_counts (
-            event_id text NOT NULL,
-            tokenizer text NOT NULL,
-            count bigint NOT NULL,
-            PRIMARY KEY (event_id, tokenizer)
-        );
-        CREATE TABLE blobs (
-            ref text PRIMARY KEY,
-            size bigint NOT NULL,
-            data bytea NOT NULL
-        );
-        """,
+        record_sql(
+            text="text",
+            integer="bigint",
+            blob="bytea",
+            id_unique="",
+            keys="CONSTRAINT events_seq_key PRIMARY KEY (session, timeline, seq),\n"
+            "            CONSTRAINT events_id_key UNIQUE (id),",
+        ),
     ),
     (2, "search", _search_index),
     (3, "chain", _chain),

@@ -24,9 +24,9 @@ from ctxline.errors import CtxlineError, IntegrityError, UnknownSession, Validat
 from ctxline.record.codec import format_at, parse_at
 from ctxline.record.events import JsonValue
 from ctxline.record.store.base import MAIN, Clock, SessionInfo, StorageError, TimelineInfo
-from ctxline.record.store.chain import GENESIS
 from ctxline.record.store.checks import check_id, check_meta, check_name, check_seq
 from ctxline.record.store.pg_events import decode_meta, link_at, visible_segments
+from ctxline.record.store.rows import SESSION_SQL, insert_main
 
 __all__ = ["PgSessions", "pg_failure", "redact"]
 
@@ -125,11 +125,7 @@ class PgSessions:
         ).fetchone()
         if inserted is None:
             return False
-        conn.execute(
-            "INSERT INTO timelines(session, name, parent, fork_seq, head, created_at, link)"
-            " VALUES (%s, %s, NULL, NULL, 0, %s, %s)",
-            (session, MAIN, now, GENESIS),
-        )
+        insert_main(conn, "%s", session, now)
         return True
 
     def create_session(
@@ -143,12 +139,6 @@ class PgSessions:
                 raise ValidationError(f"session {session!r} already exists", field="session")
         return self.session(session)
 
-    _SESSION_SQL = (
-        "SELECT s.id, s.created_at, s.meta,"
-        " (SELECT head FROM timelines t WHERE t.session = s.id AND t.name = 'main'),"
-        " (SELECT count(*) FROM timelines t WHERE t.session = s.id) FROM sessions s"
-    )
-
     @staticmethod
     def _session_info(row: tuple[Any, ...]) -> SessionInfo:
         try:
@@ -161,14 +151,14 @@ class PgSessions:
 
     def session(self, session: str) -> SessionInfo:
         with self._snapshot() as conn:
-            row = conn.execute(self._SESSION_SQL + " WHERE s.id = %s", (session,)).fetchone()
+            row = conn.execute(SESSION_SQL + " WHERE s.id = %s", (session,)).fetchone()
         if row is None:
             raise UnknownSession(session)
         return self._session_info(row)
 
     def sessions(self) -> list[SessionInfo]:
         with self._snapshot() as conn:
-            rows = conn.execute(self._SESSION_SQL + " ORDER BY s.id").fetchall()
+            rows = conn.execute(SESSION_SQL + " ORDER BY s.id").fetchall()
         return [self._session_info(r) for r in rows]
 
     def timeline(self, session: str, timeline: str = MAIN) -> TimelineInfo:

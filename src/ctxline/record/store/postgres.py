@@ -38,7 +38,8 @@ connection is exactly-once too.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 import psycopg
@@ -55,20 +56,11 @@ from ctxline.record.events import Pending, StoredEvent
 from ctxline.record.store.base import (
     MAIN,
     Batch,
-    ChainCheck,
     Clock,
     HealthCheck,
     IdFactory,
-    SearchHit,
     new_ulid,
     utc_now,
-)
-from ctxline.record.store.chain import Body
-from ctxline.record.store.checks import (
-    check_pairing,
-    check_read,
-    prepare_batch,
-    resolve_retry,
 )
 from ctxline.record.store.pg_blobs import PostgresBlobs
 from ctxline.record.store.pg_events import (
@@ -86,16 +78,32 @@ from ctxline.record.store.pg_migrations import PG_MIGRATIONS, apply_pg_migration
 from ctxline.record.store.pg_sessions import PgSessions, _read_only, _tables, pg_failure, redact
 from ctxline.record.store.retry import append_with_retry
 from ctxline.record.store.rows import Segment
-from ctxline.record.store.textsearch import check_limit, index_words, parse_query, to_hits
+from ctxline.record.store.sql_store import Dialect, Prepared, SqlEvents, prepare
+from ctxline.record.store.textsearch import Query
 from ctxline.record.store.writes import CheckedAppends
 
 __all__ = ["PostgresBlobs", "PostgresStore", "append_with_retry", "pg_failure", "redact"]
 
 Conn = psycopg.Connection[tuple[Any, ...]]
-Prepared = tuple[list[Pending], list[Body], list[list[str]]]
 
 
-class PostgresStore(CheckedAppends, PgSessions):
+class PostgresStore(CheckedAppends, PgSessions, SqlEvents):
+    _sql = Dialect(
+        "%s",
+        visible_segments,
+        link_at,
+        read_events,
+        existing_ids,
+        insert_events,
+        index_events,
+        verify_segments,
+        "SELECT d.seq, ts_rank(d.tsv, q) AS score"
+        " FROM search_docs d, websearch_to_tsquery('simple', %s) q"
+        " WHERE d.session = %s AND d.tsv @@ q AND ({visible})"
+        " ORDER BY score DESC, d.seq DESC LIMIT %s",
+        Query.websearch,
+    )
+
     def __init__(
         self,
         dsn: str,
@@ -173,8 +181,14 @@ class PostgresStore(CheckedAppends, PgSessions):
 
     # events
 
-    @staticmethod
     def _known_calls(
+        self, conn: Conn, session: str, segments: list[Segment], batch: Sequence[Pending]
+    ) -> Callable[[str], bool]:
+        known = self._known_keys(conn, session, segments, batch)
+        return lambda cid: call_key(cid) in known
+
+    @staticmethod
+    def _known_keys(
         conn: Conn, session: str, segments: list[Segment], batch: Sequence[Pending]
     ) -> set[str]:
         """The call ids answered in ``batch`` that a visible earlier event made."""
@@ -195,12 +209,7 @@ class PostgresStore(CheckedAppends, PgSessions):
 
     def _append_batches_raw(self, batches: Sequence[Batch]) -> list[list[StoredEvent]]:
         """The raw append (see :mod:`ctxline.record.store.writes`: only the writer calls it)."""
-        prepared: list[Prepared] = []
-        for b in batches:
-            batch, bodies = prepare_batch(
-                b.session, b.timeline, b.events, b.expected_seq, b.create, b.meta
-            )
-            prepared.append((batch, bodies, [index_words(p.event) for p in batch]))
+        prepared = [prepare(b) for b in batches]
         self._writable("append")
         with self._guard("append"):
             for attempt in range(3):
@@ -228,95 +237,14 @@ class PostgresStore(CheckedAppends, PgSessions):
                     self._create_in(conn, b.session, b.meta)
             for session, timeline in sorted({(b.session, b.timeline) for b in batches}):
                 visible_segments(conn, session, timeline, True, lock=True)
-            return [self._append_in(conn, b, p) for b, p in zip(batches, prepared, strict=True)]
+            return [self._append_rows(conn, b, p) for b, p in zip(batches, prepared, strict=True)]
 
-    def _append_in(self, conn: Conn, b: Batch, prepared: Prepared) -> list[StoredEvent]:
-        batch, bodies, words = prepared
-        session, timeline = b.session, b.timeline
-        segments, own = visible_segments(conn, session, timeline, True)
-        head = own.head
-        found = existing_ids(conn, [p.id for p in batch if p.id is not None])
-        retried = resolve_retry(batch, bodies, found, (session, timeline))
-        if retried is not None:
-            return retried
-        if b.expected_seq is not None and b.expected_seq != head:
-            raise Conflict(session, timeline, b.expected_seq, head)
-        known = self._known_calls(conn, session, segments, batch)
-        check_pairing(batch, lambda cid: call_key(cid) in known)
-        if not batch:
-            return []
-        now = self._clock()
-        stored = [
-            StoredEvent(head + i + 1, p.id or self._new_id(), p.at or now, p.event)
-            for i, p in enumerate(batch)
-        ]
-        prev = own.link or link_at(conn, session, segments, head)
-        link = insert_events(conn, session, timeline, prev, stored, bodies)
-        index_events(
-            conn, [(session, timeline, s.seq, w) for s, w in zip(stored, words, strict=True)]
-        )
-        conn.execute(
-            "UPDATE timelines SET head = %s, link = %s WHERE session = %s AND name = %s",
-            (head + len(stored), link, session, timeline),
-        )
-        return stored
-
-    def read(
-        self, session: str, timeline: str = MAIN, *, after_seq: int = 0, limit: int | None = None
-    ) -> list[StoredEvent]:
-        check_read(after_seq, limit)
-        with self._snapshot() as conn:
-            return read_events(conn, session, timeline, after_seq, limit, self._chained)
-
-    def verify_chain(self, session: str, timeline: str = MAIN) -> ChainCheck:
-        with self._snapshot() as conn:
-            segments, own = visible_segments(conn, session, timeline, self._chained)
-            if not self._chained:
-                return ChainCheck(
-                    session,
-                    timeline,
-                    own.head,
-                    "",
-                    0,
-                    (
-                        "no hash chain yet (a schema before version 3): it is computed on the next write open",
-                    ),
-                )
-            return verify_segments(conn, session, timeline, segments, own)
+    def _reading(self) -> AbstractContextManager[Conn]:
+        return self._snapshot()
 
     def head(self, session: str, timeline: str = MAIN) -> int:
         with self._guard("read the database"), self._conn() as conn:
             return visible_segments(conn, session, timeline, self._chained)[1].head
-
-    def search(
-        self, session: str, query: str, *, timeline: str = MAIN, limit: int = 10
-    ) -> list[SearchHit]:
-        """``websearch_to_tsquery`` over the visible events' tsvectors (GIN), ``ts_rank``."""
-        parsed = parse_query(query)
-        check_limit(limit)
-        with self._snapshot() as conn:
-            segments, _ = visible_segments(conn, session, timeline, self._chained)
-            visible = " OR ".join(
-                "(d.timeline = %s AND d.seq > %s AND d.seq <= %s)" for _ in segments
-            )
-            # rank on the index alone (seq and score through the sort), then read the winners
-            ranked = conn.execute(
-                "SELECT d.seq, ts_rank(d.tsv, q) AS score"
-                " FROM search_docs d, websearch_to_tsquery('simple', %s) q"
-                f" WHERE d.session = %s AND d.tsv @@ q AND ({visible})"
-                " ORDER BY score DESC, d.seq DESC LIMIT %s",
-                [
-                    parsed.websearch(),
-                    session,
-                    *(v for s in segments for v in (s.name, s.base, s.upto)),
-                    limit,
-                ],
-            ).fetchall()
-            rows = []
-            for seq, score in ranked:  # each hit read (and its link checked) like any read
-                found = read_events(conn, session, timeline, int(seq) - 1, 1, self._chained)
-                rows += [(ev, float(score)) for ev in found if ev.seq == int(seq)]
-        return to_hits(rows, parsed, limit)
 
     def health(self) -> list[HealthCheck]:
         """Schema, timeline heads, every row parsed, every hash link, call ids, every blob

@@ -20,22 +20,41 @@ from ctxline.errors import CtxlineError, IntegrityError, ValidationError
 from ctxline.record.blobs import blob_ref
 from ctxline.record.events import Event
 from ctxline.record.parse import event_from_json
-from ctxline.record.store.base import HealthCheck
+from ctxline.record.store.base import MAIN, HealthCheck
 from ctxline.record.store.chain import GENESIS, PIECE_CHARS, ChainCheck, digest_text, json_depth
 from ctxline.record.store.checks import MAX_DEPTH, MAX_EVENT_BYTES
 
 __all__ = [
+    "SESSION_SQL",
     "PieceBlobs",
     "Segment",
     "apply_steps",
     "body_digest",
     "chain_health",
     "check_blob_size",
+    "insert_main",
     "listed",
     "measure",
     "parse_body",
     "text_pieces",
 ]
+
+
+SESSION_SQL = (
+    "SELECT s.id, s.created_at, s.meta,"
+    " (SELECT head FROM timelines t WHERE t.session = s.id AND t.name = 'main'),"
+    " (SELECT count(*) FROM timelines t WHERE t.session = s.id) FROM sessions s"
+)
+"""A session's id, time, meta, main head and timeline count (add WHERE or ORDER BY)."""
+
+
+def insert_main(conn: Any, mark: str, session: str, now: str) -> None:
+    """A new session's ``main`` timeline: no events yet, its link the genesis link."""
+    conn.execute(
+        "INSERT INTO timelines(session, name, parent, fork_seq, head, created_at, link)"
+        f" VALUES ({mark}, {mark}, NULL, NULL, 0, {mark}, {mark})",
+        (session, MAIN, now, GENESIS),
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,34 +28,26 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Literal
 
-from ctxline.errors import Conflict, IntegrityError, ValidationError
+from ctxline.errors import IntegrityError, ValidationError
 from ctxline.record.blobs import BlobStore
 from ctxline.record.events import Pending, StoredEvent
 from ctxline.record.store.base import (
     MAIN,
     Batch,
-    ChainCheck,
     Clock,
     HealthCheck,
     IdFactory,
-    SearchHit,
     new_ulid,
     utc_now,
 )
-from ctxline.record.store.chain import Body
-from ctxline.record.store.checks import (
-    check_pairing,
-    check_read,
-    prepare_batch,
-    resolve_retry,
-)
 from ctxline.record.store.failures import sqlite_failure
 from ctxline.record.store.migrations import SQLITE_MIGRATIONS, apply_sqlite_migrations, index_events
+from ctxline.record.store.sql_store import Dialect, Prepared, SqlEvents, prepare
 from ctxline.record.store.sqlite_blobs import SQLiteBlobs
 from ctxline.record.store.sqlite_events import (
     Segment,
@@ -76,16 +68,31 @@ from ctxline.record.store.sqlite_files import (
 from ctxline.record.store.sqlite_health import connection_health
 from ctxline.record.store.sqlite_memory import SQLiteMemories
 from ctxline.record.store.sqlite_sessions import SQLiteSessions
-from ctxline.record.store.textsearch import check_limit, index_words, parse_query, to_hits
+from ctxline.record.store.textsearch import Query
 from ctxline.record.store.writes import CheckedAppends
 
 __all__ = ["SQLITE_MAGIC", "SQLiteBlobs", "SQLiteStore", "check_sqlite_file"]
 
 Durability = Literal["normal", "full"]
-Prepared = tuple[list[Pending], list[Body], list[list[str]]]
 
 
-class SQLiteStore(CheckedAppends, SQLiteSessions):
+class SQLiteStore(CheckedAppends, SQLiteSessions, SqlEvents):
+    _sql = Dialect(
+        "?",
+        visible_segments,
+        link_at,
+        read_events,
+        existing_ids,
+        insert_events,
+        index_events,
+        verify_segments,
+        "SELECT d.seq, -bm25(search_fts) AS score"
+        " FROM search_fts JOIN search_docs d ON d.id = search_fts.rowid"
+        " WHERE search_fts MATCH ? AND d.session = ? AND ({visible})"
+        " ORDER BY score DESC, d.seq DESC LIMIT ?",
+        Query.fts5,
+    )
+
     def __init__(
         self,
         path: str | os.PathLike[str],
@@ -204,7 +211,7 @@ class SQLiteStore(CheckedAppends, SQLiteSessions):
 
     def _append_batches_raw(self, batches: Sequence[Batch]) -> list[list[StoredEvent]]:
         """The raw append (see :mod:`ctxline.record.store.writes`: only the writer calls it)."""
-        prepared = [_prepare(b) for b in batches]
+        prepared = [prepare(b) for b in batches]
         with self._write("append") as conn:
             return [
                 self._append_in(conn, b, pending)
@@ -214,92 +221,18 @@ class SQLiteStore(CheckedAppends, SQLiteSessions):
     def _append_in(
         self, conn: sqlite3.Connection, b: Batch, prepared: Prepared
     ) -> list[StoredEvent]:
-        batch, bodies, words = prepared
-        session, timeline = b.session, b.timeline
         if b.create:
-            self._create_in(conn, session, b.meta)
-        segments, own = visible_segments(conn, session, timeline, True)
-        head = own.head
-        found = existing_ids(conn, [p.id for p in batch if p.id is not None])
-        retried = resolve_retry(batch, bodies, found, (session, timeline))
-        if retried is not None:
-            return retried
-        if b.expected_seq is not None and b.expected_seq != head:
-            raise Conflict(session, timeline, b.expected_seq, head)
-        check_pairing(batch, lambda cid: self._known_call(session, segments, cid))
-        if not batch:
-            return []
-        now = self._clock()
-        stored = [
-            StoredEvent(head + i + 1, p.id or self._new_id(), p.at or now, p.event)
-            for i, p in enumerate(batch)
-        ]
-        prev = own.link or link_at(conn, session, segments, head)
-        link = insert_events(conn, session, timeline, prev, stored, bodies)
-        index_events(
-            conn, [(session, timeline, s.seq, w) for s, w in zip(stored, words, strict=True)]
-        )
-        conn.execute(
-            "UPDATE timelines SET head = ?, link = ? WHERE session = ? AND name = ?",
-            (head + len(stored), link, session, timeline),
-        )
-        return stored
+            self._create_in(conn, b.session, b.meta)
+        return self._append_rows(conn, b, prepared)
 
-    def read(
-        self, session: str, timeline: str = MAIN, *, after_seq: int = 0, limit: int | None = None
-    ) -> list[StoredEvent]:
-        check_read(after_seq, limit)
-        with self._reading() as conn:
-            return read_events(conn, session, timeline, after_seq, limit, self._chained)
-
-    def verify_chain(self, session: str, timeline: str = MAIN) -> ChainCheck:
-        with self._reading() as conn:
-            segments, own = visible_segments(conn, session, timeline, self._chained)
-            if not self._chained:
-                return ChainCheck(
-                    session,
-                    timeline,
-                    own.head,
-                    "",
-                    0,
-                    (
-                        "no hash chain yet (a schema before version 3): it is computed on the next"
-                        " write open",
-                    ),
-                )
-            return verify_segments(conn, session, timeline, segments, own)
+    def _known_calls(
+        self, conn: object, session: str, segments: list[Segment], batch: Sequence[Pending]
+    ) -> Callable[[str], bool]:
+        return lambda cid: self._known_call(session, segments, cid)
 
     def head(self, session: str, timeline: str = MAIN) -> int:
         with self._reading() as conn:
             return visible_segments(conn, session, timeline, self._chained)[1].head
-
-    def search(
-        self, session: str, query: str, *, timeline: str = MAIN, limit: int = 10
-    ) -> list[SearchHit]:
-        """FTS5 over the visible events (a fork: its parent up to the fork point), BM25."""
-        parsed = parse_query(query)
-        check_limit(limit)
-        with self._reading() as conn:
-            segments, _ = visible_segments(conn, session, timeline, self._chained)
-            visible = " OR ".join("(d.timeline = ? AND d.seq > ? AND d.seq <= ?)" for _ in segments)
-            # rank first (only seq and score go through the sort), then read the winners
-            ranked = conn.execute(
-                "SELECT d.seq, -bm25(search_fts) AS score"
-                " FROM search_fts JOIN search_docs d ON d.id = search_fts.rowid"
-                f" WHERE search_fts MATCH ? AND d.session = ? AND ({visible})"
-                " ORDER BY score DESC, d.seq DESC LIMIT ?",
-                [
-                    parsed.fts5(),
-                    session,
-                    *(v for s in segments for v in (s.name, s.base, s.upto)),
-                    limit,
-                ],
-            ).fetchall()
-            rows = []
-            for seq, score in ranked:  # each hit read (and its link checked) like any read
-                found = read_events(conn, session, timeline, seq - 1, 1, self._chained)
-                rows += [(ev, float(score)) for ev in found if ev.seq == seq]
-        return to_hits(rows, parsed, limit)
 
     def health(self, *, full: bool = True) -> list[HealthCheck]:
         """Pages (``integrity_check``, or ``quick_check`` unless ``full``), schema, timeline
@@ -326,8 +259,3 @@ def _exists(file: Path) -> bool:
         return file.stat().st_size > 0
     except OSError:
         return False
-
-
-def _prepare(b: Batch) -> Prepared:
-    batch, bodies = prepare_batch(b.session, b.timeline, b.events, b.expected_seq, b.create, b.meta)
-    return batch, bodies, [index_words(p.event) for p in batch]

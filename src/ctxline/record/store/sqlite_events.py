@@ -25,7 +25,6 @@ from __future__ import annotations
 import hashlib
 import sqlite3
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from ctxline.errors import IntegrityError, UnknownSession, UnknownTimeline, ValidationError
 from ctxline.record.codec import format_at, parse_at
@@ -39,6 +38,14 @@ from ctxline.record.store.chain import (
 )
 from ctxline.record.store.checks import Existing, call_ids
 from ctxline.record.store.rows import Segment, body_digest, parse_body
+from ctxline.record.store.sql_events import (
+    ChainWalk,
+    Row,
+    Timeline,
+    read_checked,
+    walk_segments,
+)
+from ctxline.record.store.sql_events import link_at as sql_link_at
 
 __all__ = [
     "Segment",
@@ -54,15 +61,7 @@ __all__ = [
     "visible_segments",
 ]
 
-MAX_PROBLEMS = 20
-
-
-@dataclass(frozen=True, slots=True)
-class TimelineRow:
-    parent: str | None
-    fork_seq: int | None
-    head: int
-    link: str | None
+TimelineRow = Timeline
 
 
 def timeline_row(
@@ -85,49 +84,13 @@ def visible_segments(
 ) -> tuple[list[Segment], TimelineRow]:
     """The segments ``timeline`` sees, root ancestor first, and its own row."""
     own = timeline_row(conn, session, timeline, chained)
-    segments = [Segment(timeline, own.fork_seq or 0, own.head)]
-    row = own
-    seen = {timeline}
-    upto_bound = own.head
-    while row.parent is not None:
-        if row.parent in seen:
-            raise IntegrityError(
-                f"timeline {session}/{timeline}: its ancestry loops ({row.parent})"
-            )
-        seen.add(row.parent)
-        upto = min(upto_bound, row.fork_seq or 0)  # never above a nearer fork point
-        upto_bound = upto
-        name = row.parent
-        row = timeline_row(conn, session, name, chained)
-        segments.append(Segment(name, row.fork_seq or 0, upto))
-    segments.reverse()
-    return segments, own
+    row_of = lambda name: timeline_row(conn, session, name, chained)  # noqa: E731
+    return walk_segments(session, timeline, own, row_of, True), own
 
 
 def link_at(conn: sqlite3.Connection, session: str, segments: Sequence[Segment], seq: int) -> str:
     """The stored link of visible event ``seq`` (GENESIS for 0)."""
-    if seq == 0:
-        return GENESIS
-    for seg in segments:
-        if seg.base < seq <= seg.upto:
-            row = conn.execute(
-                "SELECT link FROM chain WHERE session = ? AND timeline = ? AND seq = ?",
-                (session, seg.name, seq),
-            ).fetchone()
-            if row is None:
-                raise IntegrityError(
-                    f"{session}/{seg.name} seq {seq} has no hash link; run ctxline doctor"
-                )
-            return str(row[0])
-    raise IntegrityError(
-        f"{session}: seq {seq} is outside the visible timeline; run ctxline doctor"
-    )
-
-
-def _stored_at(at: object, where: str) -> str:
-    if not isinstance(at, str):
-        raise IntegrityError(f"{where}: the stored time is not text; run ctxline doctor")
-    return at
+    return sql_link_at(conn, "?", session, segments, seq)
 
 
 def read_events(
@@ -140,69 +103,29 @@ def read_events(
 ) -> list[StoredEvent]:
     """The visible events after ``after_seq``, every row checked (see the module doc)."""
     segments, own = visible_segments(conn, session, timeline, chained)
-    out: list[StoredEvent] = []
-    last = after_seq
     prev = link_at(conn, session, segments, min(after_seq, own.head)) if chained else ""
-    for seg in segments:
-        lo = max(seg.base, after_seq)
-        want = None if limit is None else limit - len(out)
-        if lo >= seg.upto or want == 0:
-            continue
-        join = (
-            "c.link FROM events e LEFT JOIN chain c ON c.session = e.session"
-            " AND c.timeline = e.timeline AND c.seq = e.seq"
-            if chained
-            else "NULL FROM events e"
-        )
-        rows = conn.execute(
+    join = (
+        "c.link FROM events e LEFT JOIN chain c ON c.session = e.session"
+        " AND c.timeline = e.timeline AND c.seq = e.seq"
+        if chained
+        else "NULL FROM events e"
+    )
+
+    def fetch(name: str, lo: int, upto: int, want: int | None) -> list[Row]:
+        return conn.execute(
             f"SELECT e.seq, e.id, e.at, e.body, {join}"
             " WHERE e.session = ? AND e.timeline = ? AND e.seq > ? AND e.seq <= ?"
             " ORDER BY e.seq LIMIT ?",
-            (session, seg.name, lo, seg.upto, -1 if want is None else want),
+            (session, name, lo, upto, -1 if want is None else want),
         ).fetchall()
-        rows.reverse()
-        while rows:
-            seq, eid, at, body, link = rows.pop()
-            where = f"{session}/{seg.name} seq {seq}"
-            if seq != last + 1:
-                raise IntegrityError(
-                    f"{session}/{seg.name}: seq {last + 1} is missing (the next stored event is"
-                    f" seq {seq}); run ctxline doctor"
-                )
-            at = _stored_at(at, where)
-            if chained:
-                if link is None:
-                    raise IntegrityError(f"{where} has no hash link; run ctxline doctor")
-                if chain_link(prev, seq, eid, at, body_digest(body)) != link:
-                    raise IntegrityError(
-                        f"{where}: the stored event does not match its hash link (its body,"
-                        " seq, id or time was changed outside ctxline); run ctxline doctor"
-                    )
-                prev = link
-            box = [body]
-            del body
-            event = parse_body(box, where)
-            try:
-                when = parse_at(at)
-            except ValidationError:
-                raise IntegrityError(
-                    f"{where}: the stored time {at[:40]!r} is not a time"
-                ) from None
-            out.append(StoredEvent(seq, eid, when, event))
-            last = seq
-        if limit is not None and len(out) >= limit:
-            break
-        if last < seg.upto:
-            raise IntegrityError(
-                f"{session}/{seg.name}: events {last + 1}-{seg.upto} are missing (the head is"
-                f" {seg.upto}); run ctxline doctor"
-            )
-    if chained and last == own.head and own.link is not None and prev != own.link:
-        raise IntegrityError(
-            f"{session}/{timeline}: the head link does not match the last event (seq {last});"
-            " events were removed or rewritten outside ctxline; run ctxline doctor"
-        )
-    return out
+
+    return read_checked(
+        session, timeline, after_seq, limit, chained, segments, own, prev, fetch, _as_read
+    )
+
+
+def _as_read(name: str, row: Row) -> Row:
+    return row
 
 
 def existing_ids(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, Existing]:
@@ -285,10 +208,7 @@ def verify_segments(
 ) -> ChainCheck:
     """The links of the events of ``segments`` recomputed, from ``start`` (the link
     before the first segment's events); large bodies are hashed a piece at a time."""
-    problems: list[str] = []
-    prev = start
-    last = segments[0].base if segments else 0
-    checked = 0
+    walk = ChainWalk(session, start, segments[0].base if segments else 0)
     for seg in segments:
         rows = conn.execute(
             "SELECT e.seq, e.id, e.at, c.digest, c.link, e.rowid,"
@@ -299,32 +219,10 @@ def verify_segments(
             (session, seg.name, seg.base, seg.upto),
         )
         for seq, eid, at, digest, link, rowid, body in rows:
-            where = f"{session}/{seg.name} seq {seq}"
-            checked += 1
-            if seq != last + 1:
-                problems.append(f"{session}/{seg.name}: seq {last + 1}-{seq - 1} missing")
             have = body_digest(body) if body is not None else _streamed_digest(conn, rowid)
             del body
-            if link is None:
-                problems.append(f"{where} has no hash link")
-            elif not isinstance(at, str) or chain_link(prev, seq, eid, at, have) != link:
-                what = (
-                    "its body" if digest is not None and digest != have else "its seq, id or time"
-                )
-                problems.append(
-                    f"{where}: the stored event does not match its hash link ({what} was"
-                    " changed outside ctxline)"
-                )
-            prev = link if isinstance(link, str) else prev
-            last = seq
-            if len(problems) > MAX_PROBLEMS:
+            walk.row(seg.name, seq, eid, at, digest, link, have)
+            if walk.full:
                 break
-        if last < seg.upto and len(problems) <= MAX_PROBLEMS:
-            problems.append(f"{session}/{seg.name}: events {last + 1}-{seg.upto} are missing")
-            last = seg.upto
-    if own.link is not None and prev != own.link:
-        problems.append(
-            f"{session}/{timeline}: the head link does not match the last event (seq {last}):"
-            " events were removed or rewritten outside ctxline"
-        )
-    return ChainCheck(session, timeline, own.head, own.link or prev, checked, tuple(problems))
+        walk.end(seg)
+    return walk.result(timeline, own)

@@ -33,7 +33,7 @@ from ctxline.record.events import JsonValue
 from ctxline.record.store.base import HealthCheck, SessionInfo
 from ctxline.record.store.chain import PIECE_CHARS
 from ctxline.record.store.checks import call_ids
-from ctxline.record.store.rows import chain_health
+from ctxline.record.store.rows import SESSION_SQL, chain_health
 from ctxline.record.store.sqlite_events import (
     link_at,
     parse_body,
@@ -204,11 +204,7 @@ def rows_check(
     )
 
 
-_SESSION_SQL = (
-    "SELECT s.id, s.created_at, s.meta,"
-    " (SELECT head FROM timelines t WHERE t.session = s.id AND t.name = 'main'),"
-    " (SELECT count(*) FROM timelines t WHERE t.session = s.id) FROM sessions s ORDER BY s.id"
-)
+_SESSION_SQL = SESSION_SQL + " ORDER BY s.id"
 
 
 def chain_check(conn: sqlite3.Connection) -> HealthCheck:

@@ -21,9 +21,9 @@ from ctxline.errors import UnknownSession, ValidationError
 from ctxline.record.codec import format_at
 from ctxline.record.events import JsonValue
 from ctxline.record.store.base import MAIN, Clock, SessionInfo, StorageError, TimelineInfo
-from ctxline.record.store.chain import GENESIS
 from ctxline.record.store.checks import check_id, check_meta, check_name, check_seq
 from ctxline.record.store.failures import sqlite_failure
+from ctxline.record.store.rows import SESSION_SQL, insert_main
 from ctxline.record.store.sqlite_events import link_at, visible_segments
 from ctxline.record.store.sqlite_files import file_state
 from ctxline.record.store.sqlite_health import session_info
@@ -122,11 +122,7 @@ class SQLiteSessions:
             "INSERT INTO sessions(id, created_at, meta) VALUES (?, ?, ?)",
             (session, now, check_meta(meta)),
         )
-        conn.execute(
-            "INSERT INTO timelines(session, name, parent, fork_seq, head, created_at, link)"
-            " VALUES (?, ?, NULL, NULL, 0, ?, ?)",
-            (session, MAIN, now, GENESIS),
-        )
+        insert_main(conn, "?", session, now)
         return True
 
     def create_session(
@@ -139,22 +135,16 @@ class SQLiteSessions:
                 raise ValidationError(f"session {session!r} already exists", field="session")
         return self.session(session)
 
-    _SESSION_SQL = (
-        "SELECT s.id, s.created_at, s.meta,"
-        " (SELECT head FROM timelines t WHERE t.session = s.id AND t.name = 'main'),"
-        " (SELECT count(*) FROM timelines t WHERE t.session = s.id) FROM sessions s"
-    )
-
     def session(self, session: str) -> SessionInfo:
         with self._reading() as conn:
-            row = conn.execute(self._SESSION_SQL + " WHERE s.id = ?", (session,)).fetchone()
+            row = conn.execute(SESSION_SQL + " WHERE s.id = ?", (session,)).fetchone()
         if row is None:
             raise UnknownSession(session)
         return session_info(row)
 
     def sessions(self) -> list[SessionInfo]:
         with self._reading() as conn:
-            rows = conn.execute(self._SESSION_SQL + " ORDER BY s.id").fetchall()
+            rows = conn.execute(SESSION_SQL + " ORDER BY s.id").fetchall()
         return [session_info(r) for r in rows]
 
     def timeline(self, session: str, timeline: str = MAIN) -> TimelineInfo:
