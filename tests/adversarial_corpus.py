@@ -41,7 +41,7 @@ from ctxline.record.store import MAIN
 from ctxline.record.store.memory import MemoryStore
 from ctxline.render.ids import ID_LIMITS, ID_PATTERN
 from ctxline.sources.base import BaseSource, Block, DynamicItem, SourceStep, StepContext, TailItem
-from ctxline.sources.status import Environment, StatusConfig
+from ctxline.sources.status import SystemState, StatusConfig
 from ctxline.sources.timectx import TimeConfig
 from ctxline.tokens.counters import TokenCounter
 from ctxline.view.options import PrepareOptions
@@ -132,7 +132,7 @@ def build(channel: str, payload: str, provider: str) -> dict[str, Any]:
         summary_tokens=300,
         defer=not compacting,  # the compacting channels need the compaction now
     )
-    env = Environment(cwd="/repo", os=payload if channel == "environment" else "Linux", python="3.11")
+    env = SystemState(cwd="/repo", os=payload if channel == "environment" else "Linux", python="3.11")
     value = payload
     dynamic = None
     if channel in ("dynamic_text", "dynamic_id"):

@@ -37,7 +37,7 @@ from ctxline.record.events import (
 from ctxline.record.store import open_store
 from ctxline.record.store.memory import MemoryStore
 from ctxline.sources.guide import guide_version
-from ctxline.sources.status import Environment, StatusConfig
+from ctxline.sources.status import StatusConfig, SystemState
 from ctxline.sources.timectx import TimeConfig
 from ctxline.tools.builtin import BUILTIN_TOOLS
 from ctxline.view.options import PrepareOptions
@@ -64,7 +64,7 @@ def _session(db: str) -> None:
     store = open_store(db)
     status = StatusConfig(
         limits={"phone_call": 3},
-        environment=Environment(cwd="/repo", os="Linux"),
+        environment=SystemState(cwd="/repo", os="Linux"),
         time=TimeConfig("Europe/Berlin", refresh_s=0),
     )
     options = PrepareOptions(tokenizer="bytes/4", context_window=4_000, max_output=500, offload_tokens=0, defer=False)  # reduce now: the session must hold a reduction

@@ -22,12 +22,12 @@ from ctxline.models.summarizer import LLMSummarizer
 from ctxline.record.events import Reduction, RequestHeader, StatusSnapshot
 from ctxline.runner import Agent, Limits, tool
 from ctxline.sources.base import BaseSource, DynamicItem, SourceStep, StepContext, TailItem
-from ctxline.sources.status import Environment, StatusConfig
+from ctxline.sources.status import SystemState, StatusConfig
 from ctxline.sources.timectx import TimeConfig
 from ctxline.view.ladder import compact
 from ctxline.view.options import PrepareOptions
 
-ENV = Environment(cwd="/work/repo", os="Linux 6.8", shell="/bin/bash", python="3.12.4")
+ENV = SystemState(cwd="/work/repo", os="Linux 6.8", shell="/bin/bash", python="3.12.4")
 
 
 @tool

@@ -14,7 +14,7 @@ import pytest
 
 from ctxline.errors import ValidationError
 from ctxline.pricing import (
-    Usage,
+    BilledUsage,
     cost,
     default_table,
     format_usd,
@@ -52,7 +52,7 @@ def test_unknown_models_have_no_price(name: str) -> None:
 def test_cost_of_a_claude_code_call() -> None:
     price = price_for("claude-opus-4-6")
     assert price is not None
-    usage = Usage(
+    usage = BilledUsage(
         input_tokens=3, output_tokens=13, cache_read_tokens=11_515, cache_write_1h_tokens=13_835
     )
     c = cost(usage, price)
@@ -98,9 +98,9 @@ def test_one_hour_writes_need_a_one_hour_price() -> None:
     p = price_for("gpt-4.1")
     assert p is not None
     with pytest.raises(ValidationError, match="1-hour"):
-        cost(Usage(cache_write_1h_tokens=5), p)
+        cost(BilledUsage(cache_write_1h_tokens=5), p)
     with pytest.raises(ValidationError, match="input_tokens"):
-        Usage(input_tokens=-1)
+        BilledUsage(input_tokens=-1)
 
 
 def test_every_entry_is_dated_and_sourced() -> None:

@@ -129,3 +129,17 @@ def test_every_error_class_is_exported_and_in_the_documented_tree() -> None:
     assert {c.__name__ for c in outside} <= set(ctxline.environment.__all__)
     assert sorted(c.__name__ for c in errors - outside if c.__name__ not in ctxline.__all__) == []
     assert "Source" in ctxline.__all__
+
+
+def test_each_public_class_name_names_one_thing() -> None:
+    """Issue 21: two ``Environment``s, ``Usage``s, ``Block``s and ``Source``s were public at
+    once; a name in two modules' ``__all__`` must be the same class (a re-export)."""
+    classes: dict[str, set[str]] = {}
+    for module_name in _modules():
+        module = importlib.import_module(module_name)
+        for name in getattr(module, "__all__", ()):
+            value = getattr(module, name)
+            if inspect.isclass(value) and value.__module__.startswith("ctxline"):
+                classes.setdefault(name, set()).add(f"{value.__module__}.{value.__qualname__}")
+    assert len(classes) > 100
+    assert {n: sorted(c) for n, c in classes.items() if len(c) > 1} == {}

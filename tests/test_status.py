@@ -27,7 +27,7 @@ from ctxline.record.events import (
 from ctxline.sources.guide import GuideRegistry
 from ctxline.sources.status import (
     STATUS_KIND,
-    Environment,
+    SystemState,
     StatusConfig,
     StatusFold,
     StatusWarning,
@@ -340,7 +340,7 @@ def test_follow_cd(start: str | None, command: str, expected: str | None) -> Non
 
 
 def test_cwd_follows_shell_tools_only() -> None:
-    env = Environment(cwd="/home/u", os="Linux 6.1", shell="/bin/bash", python="3.11.7")
+    env = SystemState(cwd="/home/u", os="Linux 6.1", shell="/bin/bash", python="3.11.7")
     r = Rec()
     r.call("bash", {"command": "cd /testbed && ls"})
     r.call("read_file", {"command": "cd /elsewhere"})
@@ -482,7 +482,7 @@ def test_counts_and_warnings_equal_an_independent_count(fail_n: int, repeat_n: i
         ]
         assert lines(block, "tool calls") == expected_lines
         if fail_n == 3:  # cwd tracking over every real command never fails or forges a tag
-            env = StatusConfig(environment=Environment(cwd="/testbed"))
+            env = StatusConfig(environment=SystemState(cwd="/testbed"))
             assert count_tags(status_block(events, None, env)) == 2
     expected = expected_sessions(shared_data())  # every tau-bench and mini-swe-agent session
     assert sessions == expected["tau-bench"] + expected["mini-swe-agent"] >= 28

@@ -50,7 +50,7 @@ __all__ = [
     "DEFAULT_EXPECTED_UPDATES",
     "PROVIDER_PRICING",
     "CachePricing",
-    "Decision",
+    "StrategyDecision",
     "append_cost",
     "billed_input",
     "cache_pricing",
@@ -114,7 +114,7 @@ def append_cost(alpha: float, S: float, N: float) -> float:
 
 
 @dataclass(frozen=True, slots=True)
-class Decision:
+class StrategyDecision:
     strategy: Strategy
     c_replace: float
     c_append: float
@@ -131,7 +131,7 @@ class Decision:
 
 def choose_strategy(
     alpha: float, S: float, R: float, N: float, write_premium: float = 1.0
-) -> Decision:
+) -> StrategyDecision:
     """``append`` when ``C_append < C_replace``, else ``replace`` (see the module doc)."""
     _check(alpha, S, R, N, write_premium)
     c_rep = replace_cost(alpha, R, N, write_premium)
@@ -148,7 +148,7 @@ def choose_strategy(
         "R": R,
         "N": N,
     }
-    return Decision("append" if exact_append < exact_replace else "replace", c_rep, c_app, inputs)
+    return StrategyDecision("append" if exact_append < exact_replace else "replace", c_rep, c_app, inputs)
 
 
 def decide_for_provider(
@@ -158,7 +158,7 @@ def decide_for_provider(
     N: float = DEFAULT_EXPECTED_UPDATES,
     *,
     pricing: Mapping[str, CachePricing] = PROVIDER_PRICING,
-) -> Decision:
+) -> StrategyDecision:
     """:func:`choose_strategy` with ``alpha`` and ``write_premium`` from ``pricing[provider]``."""
     found = pricing.get(provider)
     if found is None:

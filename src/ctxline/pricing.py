@@ -14,7 +14,7 @@ name has **no price** — never a guess from a similar name.
     >>> price = price_for("claude-sonnet-4-5-20250929")
     >>> price.model, price.input
     ('claude-sonnet-4-5', Decimal('3'))
-    >>> cost(Usage(input_tokens=1_000, cache_read_tokens=100_000), price).total
+    >>> cost(BilledUsage(input_tokens=1_000, cache_read_tokens=100_000), price).total
     Decimal('0.033')
     >>> price_for("gpt-4.1-turbo-preview") is None
     True
@@ -37,10 +37,10 @@ from ctxline.errors import ValidationError
 
 __all__ = [
     "MILLION",
+    "BilledUsage",
     "Cost",
     "ModelPrice",
     "PriceTable",
-    "Usage",
     "cost",
     "default_table",
     "format_usd",
@@ -85,7 +85,7 @@ class ModelPrice:
 
 
 @dataclass(frozen=True, slots=True)
-class Usage:
+class BilledUsage:
     """Tokens of one model call, as providers report them (no token in two fields).
 
     ``input_tokens`` are the uncached input tokens (Anthropic's ``input_tokens``; on
@@ -280,7 +280,7 @@ def price_for(model: str, table: PriceTable | None = None) -> ModelPrice | None:
     return (table or default_table()).lookup(model)
 
 
-def cost(usage: Usage, price: ModelPrice) -> Cost:
+def cost(usage: BilledUsage, price: ModelPrice) -> Cost:
     """What ``usage`` cost at ``price``. 1-hour cache writes without a 1-hour price raise."""
     write_1h = Decimal(0)
     if usage.cache_write_1h_tokens:

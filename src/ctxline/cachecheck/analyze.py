@@ -30,7 +30,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from ctxline.cachecheck.claude import Block, Call, read_calls
+from ctxline.cachecheck.claude import Call, ContentBlock, read_calls
 from ctxline.pricing import MILLION, ModelPrice, PriceTable, cost, price_for
 
 __all__ = ["CAUSES", "CacheReport", "CallRow", "check_calls", "check_file"]
@@ -141,7 +141,7 @@ class CacheReport:
         }
 
 
-def _first_difference(before: Sequence[Block], now: Sequence[Block]) -> int | None:
+def _first_difference(before: Sequence[ContentBlock], now: Sequence[ContentBlock]) -> int | None:
     for i, block in enumerate(before):
         if i >= len(now) or now[i].digest != block.digest:
             return i

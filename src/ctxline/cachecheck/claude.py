@@ -25,16 +25,16 @@ from pathlib import Path
 from typing import Any
 
 from ctxline.errors import ValidationError
-from ctxline.pricing import Usage
+from ctxline.pricing import BilledUsage
 from ctxline.record.codec import parse_at
 
-__all__ = ["Block", "Call", "read_calls"]
+__all__ = ["Call", "ContentBlock", "read_calls"]
 
 _COMMAND = re.compile(r"<command-name>\s*(/[^<\s]{1,40})\s*</command-name>")
 
 
 @dataclass(frozen=True, slots=True)
-class Block:
+class ContentBlock:
     """One content block as the model was sent it (its text is kept short; the digest is whole)."""
 
     role: str
@@ -56,10 +56,10 @@ class Call:
     message_id: str
     model: str
     at: datetime | None
-    usage: Usage
-    blocks: tuple[Block, ...]
+    usage: BilledUsage
+    blocks: tuple[ContentBlock, ...]
     """The input: every block on the call's chain before it."""
-    output: tuple[Block, ...]
+    output: tuple[ContentBlock, ...]
     compacted: bool
     """A ``compact_boundary`` record came since the call before."""
     new_turn: bool
@@ -86,7 +86,7 @@ def _block_text(block: dict[str, Any]) -> str:
     return json.dumps(block, sort_keys=True, ensure_ascii=False)[:2000]
 
 
-def _blocks(role: str, content: Any) -> list[Block]:
+def _blocks(role: str, content: Any) -> list[ContentBlock]:
     items = content if isinstance(content, list) else [{"type": "text", "text": content}]
     out = []
     for raw in items:
@@ -96,11 +96,11 @@ def _blocks(role: str, content: Any) -> list[Block]:
         digest = hashlib.sha256(
             f"{role}\x00{raw.get('type')}\x00{text}".encode("utf-8", "replace")
         ).hexdigest()
-        out.append(Block(role, str(raw.get("type")), text[:4000], digest))
+        out.append(ContentBlock(role, str(raw.get("type")), text[:4000], digest))
     return out
 
 
-def _usage(raw: dict[str, Any], line: int) -> Usage:
+def _usage(raw: dict[str, Any], line: int) -> BilledUsage:
     def count(key: str, where: dict[str, Any] = raw) -> int:
         value = where.get(key, 0)
         if value is None:
@@ -115,7 +115,7 @@ def _usage(raw: dict[str, Any], line: int) -> Usage:
     split = raw.get("cache_creation")
     one_hour = count("ephemeral_1h_input_tokens", split) if isinstance(split, dict) else 0
     one_hour = min(one_hour, write)
-    return Usage(
+    return BilledUsage(
         count("input_tokens"),
         count("output_tokens"),
         count("cache_read_input_tokens"),
@@ -151,14 +151,14 @@ def read_calls(path: Path) -> list[Call]:
     )
     kept = [(n, r) for n, r in records if not (main and r.get("isSidechain") is True)]
     by_uuid = {r["uuid"]: (i, r) for i, (_, r) in enumerate(kept) if isinstance(r.get("uuid"), str)}
-    blocks_of: dict[int, list[Block]] = {}
+    blocks_of: dict[int, list[ContentBlock]] = {}
     for i, (_, r) in enumerate(kept):
         message = r.get("message")
         if r.get("type") in ("user", "assistant") and isinstance(message, dict):
             role = "assistant" if r.get("type") == "assistant" else "user"
             blocks_of[i] = _blocks(role, message.get("content"))
 
-    def chain(i: int) -> tuple[Block, ...]:
+    def chain(i: int) -> tuple[ContentBlock, ...]:
         path_: list[int] = []
         parent = kept[i][1].get("parentUuid")
         seen: set[str] = set()
@@ -172,7 +172,7 @@ def read_calls(path: Path) -> list[Call]:
     calls: list[Call] = []
     firsts: dict[str, int] = {}
     usage_raw: dict[str, dict[str, Any]] = {}
-    outputs: dict[str, list[Block]] = {}
+    outputs: dict[str, list[ContentBlock]] = {}
     flags: list[tuple[bool, bool]] = []
     compacted = new_turn = False
     commands: list[str] = []

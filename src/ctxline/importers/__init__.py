@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ctxline.errors import ValidationError
-from ctxline.importers._common import FORMATS, ImportedSession, Source, parse_json
+from ctxline.importers._common import FORMATS, ImportedSession, SourceFile, parse_json
 from ctxline.importers.claude_code import RECORD_TYPES, load_claude_code
 from ctxline.importers.events import load_events
 from ctxline.importers.mini_swe_agent import load_mini_swe_agent
@@ -38,7 +38,7 @@ from ctxline.importers.tau_bench import load_tau_bench
 
 __all__ = ["FORMATS", "ImportedSession", "detect_format", "load", "load_tree"]
 
-_LOADERS: dict[str, Callable[[Source], list[ImportedSession]]] = {
+_LOADERS: dict[str, Callable[[SourceFile], list[ImportedSession]]] = {
     "events": load_events,
     "openai": load_openai,
     "tau-bench": load_tau_bench,
@@ -93,7 +93,7 @@ def _document_format(doc: object) -> str | None:
     return None
 
 
-def _jsonl_format(src: Source) -> str | None:
+def _jsonl_format(src: SourceFile) -> str | None:
     """The format of a JSONL file, from its first records."""
     seen = 0
     for n, raw in enumerate(src.text.split("\n"), start=1):
@@ -112,7 +112,7 @@ def _jsonl_format(src: Source) -> str | None:
     return None
 
 
-def _sniff(src: Source) -> str:
+def _sniff(src: SourceFile) -> str:
     text = src.text.lstrip()
     if not text:
         raise ValidationError(f"the file is empty; {_known()}")
@@ -136,7 +136,7 @@ def detect_format(path: Path) -> str:
     """The format of ``path``, told from its content; ValidationError when it cannot tell."""
     path = Path(path)
     try:
-        return _sniff(Source(path))
+        return _sniff(SourceFile(path))
     except ValidationError as exc:
         raise exc if exc.source else exc.located(source=str(path)) from None
 
@@ -150,7 +150,7 @@ def load(path: Path, format: str = "auto") -> list[ImportedSession]:
         )
     fmt = format
     try:
-        src = Source(path)
+        src = SourceFile(path)
         if fmt == "auto":
             fmt = _sniff(src)
         return _LOADERS[fmt](src)

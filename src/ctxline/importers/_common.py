@@ -60,7 +60,7 @@ __all__ = [
     "ORPHAN_KIND",
     "ImportedSession",
     "SessionBuilder",
-    "Source",
+    "SourceFile",
     "as_list",
     "as_obj",
     "content_text",
@@ -94,7 +94,7 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-class Source:
+class SourceFile:
     """A file's text, decoded once (UTF-8 with replacement), parsed on demand."""
 
     def __init__(self, path: Path) -> None:

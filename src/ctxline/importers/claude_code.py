@@ -39,7 +39,7 @@ from ctxline.errors import ValidationError
 from ctxline.importers._common import (
     ImportedSession,
     SessionBuilder,
-    Source,
+    SourceFile,
     as_obj,
     content_text,
     opt_int,
@@ -259,7 +259,7 @@ def _uuid(rec: dict[str, Any], line: int) -> str | None:
     return opt_str(rec, "uuid", line=line) or None
 
 
-def _read(src: Source, session_id: str) -> tuple[ImportedSession, dict[str, str]]:
+def _read(src: SourceFile, session_id: str) -> tuple[ImportedSession, dict[str, str]]:
     """One transcript; also returns agent id → the parent's call id for its sub-agents."""
     records = list(src.lines())
     builder = SessionBuilder(session_id)
@@ -336,7 +336,7 @@ def _subagent_files(path: Path) -> list[Path]:
     return sorted(sub.glob("*.jsonl")) if sub.is_dir() else []
 
 
-def load_claude_code(src: Source) -> list[ImportedSession]:
+def load_claude_code(src: SourceFile) -> list[ImportedSession]:
     main_id = f"claude-code/{src.stem}"
     in_subagents = src.path.parent.name == "subagents"
     main, agents = _read(src, main_id)
@@ -346,7 +346,7 @@ def load_claude_code(src: Source) -> list[ImportedSession]:
     out = [main]
     for path in _subagent_files(src.path):
         try:
-            child, _ = _read(Source(path), f"claude-code/{path.name[: -len('.jsonl')]}")
+            child, _ = _read(SourceFile(path), f"claude-code/{path.name[: -len('.jsonl')]}")
         except ValidationError as exc:
             raise exc.located(source=str(path)) from None
         extra: dict[str, JsonValue] = {"parent": main_id}

@@ -23,7 +23,7 @@ from dataclasses import replace
 from typing import Any
 
 from ctxline.errors import ValidationError
-from ctxline.importers._common import ImportedSession, SessionBuilder, Source, opt_int, opt_str
+from ctxline.importers._common import ImportedSession, SessionBuilder, SourceFile, opt_int, opt_str
 from ctxline.record.codec import CANONICAL_VERSION
 from ctxline.record.events import JsonValue
 from ctxline.record.parse import pending_from_json
@@ -52,7 +52,7 @@ def _header(obj: dict[str, Any], line: int) -> tuple[str, dict[str, JsonValue]]:
     return session, meta
 
 
-def load_events(src: Source) -> list[ImportedSession]:
+def load_events(src: SourceFile) -> list[ImportedSession]:
     sessions: list[ImportedSession] = []
     seen: set[tuple[str, JsonValue]] = set()
     builder: SessionBuilder | None = None

@@ -31,7 +31,7 @@ from typing import Any
 from ctxline.importers._common import (
     ImportedSession,
     SessionBuilder,
-    Source,
+    SourceFile,
     as_list,
     as_obj,
     content_text,
@@ -127,7 +127,7 @@ def _convert(builder: SessionBuilder, messages: list[Any], regex: re.Pattern[str
             chat.add(msg, where, extra_meta=_reply_meta(msg) if role == "assistant" else None)
 
 
-def load_mini_swe_agent(src: Source) -> list[ImportedSession]:
+def load_mini_swe_agent(src: SourceFile) -> list[ImportedSession]:
     doc = as_obj(src.doc(), "")
     info = doc.get("info")
     instance = opt_str(doc, "instance_id") or src.stem

@@ -27,7 +27,7 @@ from ctxline.errors import ValidationError
 from ctxline.importers._common import (
     ImportedSession,
     SessionBuilder,
-    Source,
+    SourceFile,
     as_list,
     as_obj,
     content_text,
@@ -144,7 +144,7 @@ def convert_messages(
         conv.add(message, f"{where}[{i}]")
 
 
-def load_openai(src: Source) -> list[ImportedSession]:
+def load_openai(src: SourceFile) -> list[ImportedSession]:
     doc = src.doc()
     meta: dict[str, JsonValue] = {"format": "openai", "file": src.name}
     if isinstance(doc, dict):

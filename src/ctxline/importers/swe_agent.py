@@ -35,7 +35,7 @@ from ctxline.errors import ValidationError
 from ctxline.importers._common import (
     ImportedSession,
     SessionBuilder,
-    Source,
+    SourceFile,
     as_list,
     as_obj,
     content_text,
@@ -177,7 +177,7 @@ def _from_trajectory(builder: SessionBuilder, steps: list[Any]) -> None:
             builder.assistant(thought or content_text(step.get("response"), f"{where}.response"))
 
 
-def load_swe_agent(src: Source) -> list[ImportedSession]:
+def load_swe_agent(src: SourceFile) -> list[ImportedSession]:
     doc = as_obj(src.doc(), "")
     builder = SessionBuilder(f"swe-agent/{src.stem}")
     meta: dict[str, JsonValue] = {"format": "swe-agent", "file": src.name}

@@ -25,7 +25,7 @@ from ctxline.errors import ValidationError
 from ctxline.importers._common import (
     ImportedSession,
     SessionBuilder,
-    Source,
+    SourceFile,
     as_list,
     as_obj,
     small_meta,
@@ -80,7 +80,7 @@ def _run_meta(run: dict[str, Any], where: str, domain: str | None) -> dict[str, 
     return meta
 
 
-def load_tau_bench(src: Source) -> list[ImportedSession]:
+def load_tau_bench(src: SourceFile) -> list[ImportedSession]:
     runs = as_list(src.doc(), "")
     domain = domain_of(src.stem)
     prefix = f"tau-bench/{domain or src.stem}"

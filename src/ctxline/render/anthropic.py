@@ -64,7 +64,7 @@ MAX_BREAKPOINTS = 4
 
 _CACHE = {"type": "ephemeral"}
 
-Block = dict[str, Any]
+AnthropicBlock = dict[str, Any]
 
 
 def tool_id(call_id: str) -> str:
@@ -76,11 +76,11 @@ def _ids() -> IdMap:
     return IdMap(ID_LIMITS["anthropic"])
 
 
-def _text(text: str) -> list[Block]:
+def _text(text: str) -> list[AnthropicBlock]:
     return [{"type": "text", "text": clean_text(text)}] if text.strip() else []
 
 
-def _tool_use(call: ToolCall, ids: IdMap) -> Block:
+def _tool_use(call: ToolCall, ids: IdMap) -> AnthropicBlock:
     args = call.arguments
     tool_input = clean_json(args) if isinstance(args, dict) else {"_raw": arguments_text(args)}
     return {
@@ -91,8 +91,8 @@ def _tool_use(call: ToolCall, ids: IdMap) -> Block:
     }
 
 
-def _tool_result(message: NeutralMessage, ids: IdMap) -> Block:
-    block: Block = {"type": "tool_result", "tool_use_id": ids(message.call_id)}
+def _tool_result(message: NeutralMessage, ids: IdMap) -> AnthropicBlock:
+    block: AnthropicBlock = {"type": "tool_result", "tool_use_id": ids(message.call_id)}
     if message.text.strip():
         block["content"] = clean_text(message.text)
     elif message.is_error:
@@ -102,7 +102,7 @@ def _tool_result(message: NeutralMessage, ids: IdMap) -> Block:
     return block
 
 
-def _blocks(message: NeutralMessage, ids: IdMap) -> list[Block]:
+def _blocks(message: NeutralMessage, ids: IdMap) -> list[AnthropicBlock]:
     if message.role == "tool":
         return [_tool_result(message, ids)]
     if message.role == "user":
@@ -110,15 +110,15 @@ def _blocks(message: NeutralMessage, ids: IdMap) -> list[Block]:
     return _text(message.text) + [_tool_use(call, ids) for call in message.tool_calls]
 
 
-def _tool(spec: ToolSpec) -> Block:
-    tool: Block = {"name": spec_text(spec.name)}
+def _tool(spec: ToolSpec) -> AnthropicBlock:
+    tool: AnthropicBlock = {"name": spec_text(spec.name)}
     if spec.description:
         tool["description"] = spec_text(spec.description)
     tool["input_schema"] = schema(spec.parameters)
     return tool
 
 
-def _tools(tools: Sequence[ToolSpec], marked: bool) -> list[Block]:
+def _tools(tools: Sequence[ToolSpec], marked: bool) -> list[AnthropicBlock]:
     """The tools array; ``marked``: the last tool carries the prefix's cache breakpoint."""
     out = [_tool(spec) for spec in tools]
     if marked and out:
@@ -126,11 +126,11 @@ def _tools(tools: Sequence[ToolSpec], marked: bool) -> list[Block]:
     return out
 
 
-def _mark(block: Block) -> None:
+def _mark(block: AnthropicBlock) -> None:
     block["cache_control"] = dict(_CACHE)
 
 
-def _merge(groups: list[tuple[str, list[Block]]], role: str, blocks: list[Block]) -> None:
+def _merge(groups: list[tuple[str, list[AnthropicBlock]]], role: str, blocks: list[AnthropicBlock]) -> None:
     if groups and groups[-1][0] == role:
         merged = groups[-1][1] + blocks
         if role == "user":  # tool results first, as the API requires
@@ -144,7 +144,7 @@ def _role(message: NeutralMessage) -> str:
     return "assistant" if message.role == "assistant" else "user"
 
 
-def _message_bytes(role: str, blocks: list[Block]) -> bytes:
+def _message_bytes(role: str, blocks: list[AnthropicBlock]) -> bytes:
     return canonical_json({"role": role, "content": blocks})
 
 
@@ -164,7 +164,7 @@ class AnthropicAssembler:
         """The call ids of the last body that are not sent as they are: (view id, sent id)."""
         self._stream = Stream()
         self._first_role: str | None = None
-        self._pending: tuple[str, list[Block]] | None = None
+        self._pending: tuple[str, list[AnthropicBlock]] | None = None
         self._fed = 0
         self._members: list[list[int]] = [[]]
         """The frozen indexes merged into each cached message; the last: the pending one."""
@@ -198,7 +198,7 @@ class AnthropicAssembler:
         touched = sorted({self._where[i] for i in indexes if i in self._where})
         changes: dict[int, bytes] = {}
         for item in touched:
-            groups: list[tuple[str, list[Block]]] = []
+            groups: list[tuple[str, list[AnthropicBlock]]] = []
             for index in self._members[item]:
                 blocks = _blocks(frozen[index], self._ids)
                 if not blocks:  # the merge itself would change: render everything again
@@ -262,12 +262,12 @@ class AnthropicAssembler:
         """
         self._feed_frozen(frozen)
         ids = OverlayIds(self._ids)
-        groups: list[tuple[str, list[Block]]] = []
+        groups: list[tuple[str, list[AnthropicBlock]]] = []
         if self._pending is not None:
             groups.append((self._pending[0], list(self._pending[1])))
         first_role = self._first_role
         # the block that ends history: (group index, block object)
-        mark: tuple[int, Block] | None = None
+        mark: tuple[int, AnthropicBlock] | None = None
         if history_end == 0 and groups:
             mark = (0, groups[0][1][-1])
         for i, message in enumerate(live):

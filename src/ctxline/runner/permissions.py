@@ -47,6 +47,8 @@ Action = Literal["allow", "deny", "ask"]
 
 @dataclass(frozen=True, slots=True)
 class Decision:
+    """What a permission hook decided for one call (allow, deny or ask) and why."""
+
     action: Action
     reason: str = ""
 

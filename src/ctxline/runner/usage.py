@@ -25,8 +25,7 @@ from decimal import Decimal
 from typing import Any
 
 from ctxline.models.base import ModelReply
-from ctxline.pricing import PriceTable, cost, price_for
-from ctxline.pricing import Usage as BilledUsage
+from ctxline.pricing import BilledUsage, PriceTable, cost, price_for
 from ctxline.record.events import JsonValue, ModelUsage
 
 __all__ = ["USAGE_FIELDS", "Totals", "call_cost", "price_name", "usage_from_reply"]

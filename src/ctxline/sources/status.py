@@ -73,7 +73,7 @@ from ctxline.tags import element, escape, one_line, quote_name
 __all__ = [
     "EMPTY_STATUS",
     "STATUS_KIND",
-    "Environment",
+    "SystemState",
     "StatusConfig",
     "StatusFold",
     "StatusWarning",
@@ -102,7 +102,7 @@ _ARGS_SHOWN = 160
 
 
 @dataclass(frozen=True, slots=True)
-class Environment:
+class SystemState:
     """What the status shows about the machine; None fields are left out."""
 
     cwd: str | None = None
@@ -111,10 +111,10 @@ class Environment:
     python: str | None = None
 
 
-def detect_environment() -> Environment:
+def detect_environment() -> SystemState:
     """This process's cwd, OS, shell and Python version (call it once, at session start)."""
     shell = os.environ.get("SHELL") or os.environ.get("COMSPEC")
-    return Environment(
+    return SystemState(
         cwd=os.getcwd(),
         os=f"{platform.system()} {platform.release()}".strip() or None,
         shell=shell or None,
@@ -134,7 +134,7 @@ class StatusConfig:
     """Note, from the N-th identical call in a row on, that the call repeats the one before
     it (0: off); the ``repeat_threshold`` warning takes its place when that holds. "The
     same call" ignores key order, JSON whitespace and a path's spelling (:func:`call_key`)."""
-    environment: Environment | None = None
+    environment: SystemState | None = None
     shell_tools: tuple[str, ...] = SHELL_TOOLS
     """Tools whose ``command`` argument is followed for ``cd`` (empty: no tracking, e.g.
     for agents like mini-swe-agent that run every command in a fresh shell)."""
@@ -434,7 +434,7 @@ class StatusFold:
         return lines
 
     def _environment_lines(self) -> list[str]:
-        env = self.config.environment or Environment()
+        env = self.config.environment or SystemState()
         cwd = self.cwd
         if cwd is None and self.cwd_moved:
             cwd = "unknown (changed by a command that could not be followed)"

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
-from ctxline.cost import Decision, cache_pricing, choose_strategy
+from ctxline.cost import StrategyDecision, cache_pricing, choose_strategy
 from ctxline.errors import ValidationError
 from ctxline.record.events import Event, JsonValue, RequestHeader, StatusSnapshot, StoredEvent
 from ctxline.sources.base import BaseSource, SourceStep, StepContext, TailItem
@@ -171,7 +171,7 @@ class StatusSource(BaseSource):
         pricing = cache_pricing(
             opts.provider, opts.model, read=opts.cache_read, write=opts.cache_write
         )
-        decision: Decision = choose_strategy(
+        decision: StrategyDecision = choose_strategy(
             pricing.alpha,
             S=ctx.counter.count(f"<ctx-status>{body}</ctx-status>"),
             R=max(sum(fold.growth) / len(fold.growth), 1.0),
