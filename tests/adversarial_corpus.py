@@ -41,7 +41,7 @@ from ctxline.record.store import MAIN
 from ctxline.record.store.memory import MemoryStore
 from ctxline.render.ids import ID_LIMITS, ID_PATTERN
 from ctxline.sources.base import BaseSource, Block, DynamicItem, SourceStep, StepContext, TailItem
-from ctxline.sources.status import SystemState, StatusConfig
+from ctxline.sources.status import StatusConfig, SystemState
 from ctxline.sources.timectx import TimeConfig
 from ctxline.tokens.counters import TokenCounter
 from ctxline.view.options import PrepareOptions

@@ -22,7 +22,7 @@ from ctxline.models.summarizer import LLMSummarizer
 from ctxline.record.events import Reduction, RequestHeader, StatusSnapshot
 from ctxline.runner import Agent, Limits, tool
 from ctxline.sources.base import BaseSource, DynamicItem, SourceStep, StepContext, TailItem
-from ctxline.sources.status import SystemState, StatusConfig
+from ctxline.sources.status import StatusConfig, SystemState
 from ctxline.sources.timectx import TimeConfig
 from ctxline.view.ladder import compact
 from ctxline.view.options import PrepareOptions

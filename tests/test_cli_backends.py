@@ -24,8 +24,9 @@ from click.testing import CliRunner, Result
 
 import pg_server
 from conftest import REPO
-from ctxline.cli.admin import doctor_cmd, search_cmd
+from ctxline.cli.doctor import doctor_cmd
 from ctxline.cli.main import main
+from ctxline.cli.search import search_cmd
 
 # ``ctxline`` as installed, with ``search`` and ``doctor`` whether or not cli.py lists them yet
 CLI = click.Group("ctxline", commands={**main.commands, "search": search_cmd, "doctor": doctor_cmd})

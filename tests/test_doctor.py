@@ -26,7 +26,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 import pg_server
-from ctxline.cli.admin import doctor_cmd
+from ctxline.cli.doctor import doctor_cmd
 from ctxline.errors import IntegrityError
 from ctxline.record.events import AssistantMessage, ToolCall, ToolResult, UserMessage
 from ctxline.record.store import SQLiteStore

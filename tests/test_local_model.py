@@ -27,7 +27,8 @@ from click.testing import CliRunner
 
 from conftest import shared_data, tau_file
 from ctxline import MemoryStore
-from ctxline.cli.models import chat_cmd, eval_cmd
+from ctxline.cli.chat import chat_cmd
+from ctxline.cli.eval import eval_cmd
 from ctxline.context import Context
 from ctxline.eval import FAMILIES, VIEWS, EvalConfig, build_prompts, run_eval
 from ctxline.importers import load

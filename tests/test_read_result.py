@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import shared_data
-from ctxline.cli.tools import blob_cmd
+from ctxline.cli.blob import blob_cmd
 from ctxline.context import Context
 from ctxline.importers import load
 from ctxline.record.blobs import BlobStore, MemoryBlobs, blob_ref

@@ -22,7 +22,7 @@ from click.testing import CliRunner
 
 import pg_server
 from conftest import REPO, make_store
-from ctxline.cli.admin import search_cmd
+from ctxline.cli.search import search_cmd
 from ctxline.errors import ValidationError
 from ctxline.importers import load
 from ctxline.importers.ingest import import_sessions

@@ -27,10 +27,10 @@ from ctxline.record.events import (
 from ctxline.sources.guide import GuideRegistry
 from ctxline.sources.status import (
     STATUS_KIND,
-    SystemState,
     StatusConfig,
     StatusFold,
     StatusWarning,
+    SystemState,
     detect_environment,
     follow_cd,
     status_block,

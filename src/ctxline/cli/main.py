@@ -21,18 +21,20 @@ from rich.text import Text
 
 from ctxline import __version__
 from ctxline.cli import stream
-from ctxline.cli.admin import doctor_cmd, search_cmd
+from ctxline.cli.blob import blob_cmd
+from ctxline.cli.chat import chat_cmd
 from ctxline.cli.common import CtxlineGroup, cell, db_option, iter_jsonl, one_line, one_line_errors
+from ctxline.cli.doctor import doctor_cmd
+from ctxline.cli.eval import eval_cmd
 from ctxline.cli.mcp import mcp_cmd
 from ctxline.cli.memory import memory_group
-from ctxline.cli.models import chat_cmd, eval_cmd
 from ctxline.cli.prepare import prepare_cmd, request_cmd, requests_cmd
 from ctxline.cli.replay import replay_cmd
 from ctxline.cli.run import run_cmd
+from ctxline.cli.search import search_cmd
 from ctxline.cli.serve import serve_cmd
 from ctxline.cli.skills import skills_group
-from ctxline.cli.tools import blob_cmd
-from ctxline.cli.tools_cmd import tools_group
+from ctxline.cli.tools import tools_group
 from ctxline.errors import (
     Conflict,
     UnknownSession,

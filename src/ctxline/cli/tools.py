@@ -1,66 +1,68 @@
-"""CLI command ``blob``: read a saved (offloaded) tool output back from the record.
+"""``ctxline tools search QUERY --catalog FILE``: what ``search_tools`` finds in a catalog.
 
-The same read-back the model gets through ``read_result``: verified bytes, never a
-re-run. A missing or damaged blob is one line on stderr and exit code 2.
+The catalog is a JSON file of tool definitions (``benchmarks/data/mcp_catalog.json``,
+an MCP ``tools/list`` answer, or a list of tools); the hits are ranked as the model's
+``search_tools`` ranks them (BM25 over names, tags, groups, parameter names and
+descriptions).
 
-    ctxline blob sha256:3f… --page 2
-    ctxline blob sha256:3f… --raw > output.txt
+    ctxline tools search "create a jira issue" --catalog benchmarks/data/mcp_catalog.json
 """
 
 from __future__ import annotations
 
-import sys
+import json
 from pathlib import Path
 
 import click
 
-from ctxline.cli.common import db_option, fail, one_line_errors
+from ctxline.cli.common import one_line, one_line_errors
+from ctxline.discovery.catalog import load_catalog
+from ctxline.discovery.source import MAX_SEARCH
 from ctxline.errors import ValidationError
-from ctxline.record.blobs import parse_ref
-from ctxline.record.store import open_store
-from ctxline.tools.read_result import PAGE_CHARS, read_result, render_page
 
-__all__ = ["blob_cmd"]
+__all__ = ["tools_group"]
 
 
-def _check_db(db: str) -> None:
-    """A plain path must exist: reading a blob never creates an empty database."""
-    if db in (":memory:", "memory:", "memory://") or "://" in db:
-        return
-    if not Path(db).exists():
-        raise ValidationError(f"no such database {db}", field="db")
+@click.group("tools")
+def tools_group() -> None:
+    """Tool catalogs: search them as the model's search_tools does."""
 
 
-@click.command("blob")
-@click.argument("handle")
-@click.option("--page", type=click.IntRange(min=1), default=1, show_default=True)
+@tools_group.command("search")
+@click.argument("query")
 @click.option(
-    "--page-chars",
-    type=click.IntRange(min=1),
-    default=PAGE_CHARS,
-    show_default=True,
-    help="Characters per page (the model's read_result uses the default).",
+    "--catalog",
+    "catalog_path",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="A JSON file of tool definitions.",
 )
-@click.option("--raw", is_flag=True, help="Write the whole saved bytes to stdout, unpaged.")
-@db_option
-def blob_cmd(handle: str, page: int, page_chars: int, raw: bool, db: str) -> None:
-    """Print a saved tool output by its handle (sha256:…), one page at a time."""
+@click.option("--limit", default=5, show_default=True, type=int, help=f"Hits, 1 to {MAX_SEARCH}.")
+@click.option("--json", "as_json", is_flag=True, help="Print the hits as JSON.")
+def search_cmd(query: str, catalog_path: Path, limit: int, as_json: bool) -> None:
+    """Search a tool catalog: the best matches, each with its one-line description."""
     with one_line_errors():
-        parse_ref(handle.strip())
-        _check_db(db)
-        store = open_store(db, read_only=True)
-        try:
-            if raw:
-                data = store.blobs.get(handle.strip())
-            else:
-                result = read_result(store.blobs, handle, page, page_chars=page_chars)
-        finally:
-            store.close()
-    if raw:
-        out = sys.stdout.buffer
-        out.write(data)
-        out.flush()
+        if not 1 <= limit <= MAX_SEARCH:
+            raise ValidationError(f"--limit must be 1 to {MAX_SEARCH}, got {limit}", field="limit")
+        catalog = load_catalog(catalog_path)
+        hits = catalog.search(query, limit)
+    if as_json:
+        rows = [
+            {
+                "name": h.name,
+                "score": h.score,
+                "group": h.entry.group,
+                "summary": h.entry.summary(),
+                "parameters": h.entry.spec.parameters,
+            }
+            for h in hits
+        ]
+        click.echo(json.dumps(rows, ensure_ascii=False))
         return
-    if not result.ok:
-        fail(result.message)
-    click.echo(render_page(result))
+    if not hits:
+        click.echo(f"No tools in {catalog_path} ({len(catalog)} tools) match {one_line(query)!r}.")
+        return
+    for h in hits:
+        click.echo(
+            f"{h.name}  [{one_line(h.entry.group)}]  {h.score:.3f}  {one_line(h.entry.summary())}"
+        )

@@ -73,10 +73,10 @@ from ctxline.tags import element, escape, one_line, quote_name
 __all__ = [
     "EMPTY_STATUS",
     "STATUS_KIND",
-    "SystemState",
     "StatusConfig",
     "StatusFold",
     "StatusWarning",
+    "SystemState",
     "call_key",
     "detect_environment",
     "follow_cd",

@@ -1,9 +1,8 @@
-"""CLI commands with a model in the loop: ``eval`` and ``chat``.
+"""CLI command ``eval``: does a model read ctxline's view right, against baselines?
 
-ctxline eval --model local:smollm2 --json
-ctxline eval --model openai:gpt-4.1-mini --families rules,branch --n 20 --report eval.html
-ctxline eval --model openai:qwen2.5-7b --base-url http://127.0.0.1:8000/v1
-printf 'hello\\n/exit\\n' | ctxline chat --model local:smollm2
+    ctxline eval --model local:smollm2 --json
+    ctxline eval --model openai:gpt-4.1-mini --families rules,branch --n 20 --report eval.html
+    ctxline eval --model openai:qwen2.5-7b --base-url http://127.0.0.1:8000/v1
 
 Every error is one line on stderr and exit code 2.
 """
@@ -11,7 +10,6 @@ Every error is one line on stderr and exit code 2.
 from __future__ import annotations
 
 import json
-import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -19,23 +17,18 @@ from typing import Any
 
 import click
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
-from ctxline.cli.common import bounded_int, fail, one_line_errors
+from ctxline.cli.common import bounded_int, one_line_errors
 from ctxline.cli.hints import explain_model_error, is_endpoint_error
-from ctxline.context import BUILTIN_TOOLS
 from ctxline.errors import CtxlineError
 from ctxline.eval import FAMILIES, VIEWS, EvalConfig, run_eval
 from ctxline.eval.report import html_report
 from ctxline.models import make_client
 from ctxline.models.base import ModelClient, ModelError, ModelReply, Provider
-from ctxline.record.events import JsonValue, ModelUsage
-from ctxline.record.store import open_store
-from ctxline.runner import Agent, Limits, StepResult
-from ctxline.view.options import PrepareOptions
+from ctxline.record.events import JsonValue
 
-__all__ = ["chat_cmd", "eval_cmd"]
+__all__ = ["eval_cmd"]
 
 
 MAX_INSTANCES = 100_000
@@ -194,101 +187,3 @@ def eval_cmd(
             )
 
 
-@click.command("chat")
-@click.option("--model", default="local:smollm2", show_default=True)
-@click.option("--base-url", default=None)
-@click.option(
-    "--db",
-    default=":memory:",
-    show_default=True,
-    help="Where the record goes (a SQLite path keeps it).",
-)
-@click.option("--session", default="chat", show_default=True)
-@click.option(
-    "--system", "persona", default="You are a helpful assistant. Answer briefly.", show_default=True
-)
-@click.option("--max-output", type=click.IntRange(1, 1_000_000), default=256, show_default=True)
-def chat_cmd(
-    model: str, base_url: str | None, db: str, session: str, persona: str, max_output: int
-) -> None:
-    """Chat with a model through ctxline: every line is a task on the agent loop.
-
-    Reads lines from stdin until end of input or /exit. Calls to ctxline's built-in tools
-    (read_result, search_history, todo) are run and answered; other tool calls get an
-    error. Each line gets at most MAX_TOOL_ROUNDS model calls.
-    """
-    with one_line_errors():
-        client = make_client(model, base_url=base_url)
-        name = client.name.partition(":")[2]
-        options = PrepareOptions(
-            provider=client.provider, model=name, context_window=8_192, max_output=max_output
-        )
-        store = open_store(db)
-        # a local model has no tool calling: offer it no tools (it would never see them)
-        builtin = () if client.name.startswith("local:") else BUILTIN_TOOLS
-        agent = Agent(
-            client,
-            store=store,
-            session=session,
-            system=persona,
-            options=options,
-            limits=Limits(max_turns=MAX_TOOL_ROUNDS),
-            builtin_tools=builtin,
-            name="chat",
-        )
-        console = Console()
-        console.print(
-            f"[bold]ctxline chat[/bold] with {escape(client.name)} — /exit or end of input to stop"
-        )
-        interactive = sys.stdin.isatty()
-        while True:
-            if interactive:
-                console.print("[bold cyan]you>[/bold cyan] ", end="")
-            line = sys.stdin.readline()
-            if not line or line.strip() == "/exit":
-                break
-            text = line.strip()
-            if not text:
-                continue
-            if not interactive:
-                console.print(f"[bold cyan]you>[/bold cyan] {escape(text)}")
-            agent.start(text)
-            while True:
-                started = time.perf_counter()
-                step = agent.step()
-                _show(step, agent, name, console, time.perf_counter() - started)
-                if step.done:
-                    break
-            if agent.result().stop_reason == "model_error":
-                error = agent.result().error
-                if is_endpoint_error(error):  # every later line would fail the same way
-                    fail(explain_model_error(error, base_url))
-                console.print(f"[red]{escape(explain_model_error(error, base_url))}[/red]")
-        agent.close()
-        store.close()
-
-
-MAX_TOOL_ROUNDS = 4
-"""Model calls per user line: built-in tool calls (read_result, search_history) are run and
-answered, up to this many rounds."""
-
-
-def _show(step: StepResult, agent: Agent, name: str, console: Console, seconds: float) -> None:
-    """One step on the terminal: the reply, its usage beside ctxline's estimate, the calls."""
-    reply = step.reply
-    if reply is None:
-        return
-    if reply.text.strip():
-        console.print(f"[bold green]{escape(name)}>[/bold green] {escape(reply.text.strip())}")
-    usage = reply.usage
-    event = next(
-        (e.event for e in reversed(agent.ctx.events) if isinstance(e.event, ModelUsage)), None
-    )
-    estimate = event.estimated_input if event is not None else None
-    console.print(
-        f"[dim]step {event.request_step if event else '?'}: input {usage['input']} tokens (ctxline "
-        f"estimated {estimate}), cache read {usage['cache_read']}, output "
-        f"{usage['output']}, {seconds:.1f} s[/dim]"
-    )
-    for result in step.results:
-        console.print(f"[dim]tool {escape(result.name)} → {len(result.content)} characters[/dim]")
