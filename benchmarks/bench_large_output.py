@@ -141,7 +141,10 @@ def _runner(url: str, size_mb: int) -> dict[str, float]:
         """Build every target and print the log."""
         return content
 
-    script = [{"tool_calls": [{"id": "c1", "name": "build", "arguments": {}}]}, {"text": "built"}]
+    script: list[dict[str, object]] = [
+        {"tool_calls": [{"id": "c1", "name": "build", "arguments": {}}]},
+        {"text": "built"},
+    ]
     baseline = rss_mb()
     started = time.perf_counter()
     store = open_store(url)
