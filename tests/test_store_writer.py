@@ -13,9 +13,9 @@ from __future__ import annotations
 import pytest
 
 from ctxline.errors import ValidationError
-from ctxline.record.blobs import text_ref
+from ctxline.record.blobs import MemoryBlobs, text_ref
 from ctxline.record.events import AssistantMessage, Guide, ToolCall, ToolResult, UserMessage
-from ctxline.record.store import Batch, Store
+from ctxline.record.store import Batch, MemoryStore, Store
 from ctxline.record.store.retry import append_with_retry
 from ctxline.record.timeline import TimelineWriter, write_batches
 
@@ -59,3 +59,37 @@ def test_the_public_appends_are_the_writer_s(store: Store) -> None:
         "guide",
         "user.message",
     ]
+
+
+class _CountingBlobs(MemoryBlobs):
+    """Real in-memory blobs that count how many texts were handed to them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.puts = 0
+
+    def put(self, data: bytes) -> str:
+        self.puts += 1
+        return super().put(data)
+
+
+def test_a_writer_does_not_save_the_same_long_text_twice() -> None:
+    store = MemoryStore()
+    blobs = _CountingBlobs()
+    store._blobs = blobs
+    store.create_session("s")
+    writer = TimelineWriter(store, "s")
+    call = AssistantMessage("", (ToolCall("c1", "cat", {}),))
+    writer.append([call, ToolResult("c1", BIG)])
+    assert blobs.puts == 1
+    writer.append([UserMessage("next")], blobs=[BIG])  # the step showing it as a preview
+    assert blobs.puts == 1
+    assert blobs.get(text_ref(BIG)) == BIG.encode()
+    equal = "".join(["0123456789abcdef"] * 384)  # equal text, another string: saved again
+    assert equal == BIG
+    assert equal is not BIG
+    writer.append([UserMessage("again")], blobs=[equal])
+    assert blobs.puts == 2
+    other = TimelineWriter(store, "s")  # another writer knows nothing of it
+    other.append([UserMessage("other")], blobs=[BIG])
+    assert blobs.puts == 3

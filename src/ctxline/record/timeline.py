@@ -31,6 +31,7 @@ from ctxline.record.store.base import MAIN, Store
 from ctxline.record.store.writes import (
     BLOB_MIN_CHARS,
     Authority,
+    SavedTexts,
     check_authority,
     save_blobs,
     write_batches,
@@ -53,6 +54,8 @@ class TimelineWriter:
         self.store = store
         self.session = session
         self.timeline = timeline
+        self._saved = SavedTexts()
+        """Long texts this writer saved as blobs (a preview of one is not saved again)."""
 
     def append(
         self,
@@ -70,7 +73,7 @@ class TimelineWriter:
         """
         if authority != "ctxline":
             check_authority(events)
-        save_blobs(self.store.blobs, events, blobs)
+        save_blobs(self.store.blobs, events, blobs, saved=self._saved)
         stored = self.store._append_raw(
             self.session, list(events), expected_seq=expected_seq, timeline=self.timeline
         )

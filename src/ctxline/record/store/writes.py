@@ -17,6 +17,7 @@ is called only from here and from :class:`~ctxline.record.timeline.TimelineWrite
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Literal, cast
 
@@ -32,6 +33,7 @@ __all__ = [
     "BLOB_MIN_CHARS",
     "Authority",
     "CheckedAppends",
+    "SavedTexts",
     "check_authority",
     "save_blobs",
     "write_batches",
@@ -65,17 +67,48 @@ def _put_text(blobs: BlobStore, text: str) -> str:
     return blobs.put(text.encode())
 
 
+class SavedTexts:
+    """The last few texts one writer saved as blobs, held and compared by identity.
+
+    Why: the result a runner appends is saved as a blob, and the next step, which shows
+    it as a preview, hands the same string again; saving it again is free in the store
+    (content-addressed) but still encodes and hashes all of it to find its handle (a
+    200 MB output: a full pass, issue 25). Held, a text cannot be replaced by another at
+    the same address; at most ``most`` of them, which the writer's session holds anyway.
+    """
+
+    def __init__(self, most: int = 8) -> None:
+        self._texts: deque[str] = deque(maxlen=most)
+
+    def __contains__(self, text: object) -> bool:
+        return any(t is text for t in self._texts)
+
+    def add(self, text: str) -> None:
+        self._texts.append(text)
+
+
 def save_blobs(
-    blobs: BlobStore, events: Iterable[Event | Pending], extra: Iterable[str] = ()
+    blobs: BlobStore,
+    events: Iterable[Event | Pending],
+    extra: Iterable[str] = (),
+    *,
+    saved: SavedTexts | None = None,
 ) -> None:
     """Save long results and ``extra`` texts before their events are appended (streamed by
-    the durable backends, never a whole encoded copy)."""
+    the durable backends, never a whole encoded copy); ``saved``: texts already saved to
+    these blobs (the very same strings: skipped), and where the new ones are noted."""
+    texts: list[str] = []
     for item in events:
         event = item.event if isinstance(item, Pending) else item
         if isinstance(event, ToolResult) and len(event.content) > BLOB_MIN_CHARS:
-            _put_text(blobs, event.content)
-    for text in extra:
+            texts.append(event.content)
+    texts.extend(extra)
+    for text in texts:
+        if saved is not None and text in saved:
+            continue
         _put_text(blobs, text)
+        if saved is not None and len(text) > BLOB_MIN_CHARS:
+            saved.add(text)
 
 
 def write_batches(

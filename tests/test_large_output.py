@@ -1,0 +1,116 @@
+"""A 5 MB tool result through the runner: recorded whole, its blob saved once, shown as a
+preview with a handle, and read back page by page to the same text (issue 25).
+
+Speed is not asserted here (``benchmarks/bench_large_output.py`` measures it side by side
+with LangGraph); what is asserted is what the speed-ups must not change.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ctxline.models.base import ModelReply, Provider
+from ctxline.models.scripted import ScriptedModel
+from ctxline.record.blobs import text_ref
+from ctxline.record.events import ToolResult
+from ctxline.record.store import SQLiteStore
+from ctxline.runner import Agent
+from ctxline.runner.sanitize import clean_text
+from ctxline.tools.read_result import read_result
+
+LINE = "2026-11-02T23:59:00Z build step {:07d}: compiling module and linking objects ok\n"
+PAYLOAD = "".join(LINE.format(i) for i in range(65_000))  # ~5.3 MB of ASCII log lines
+
+
+class Recording(ScriptedModel):
+    """The scripted model, keeping every request body it was sent."""
+
+    def __init__(self, script: list[dict[str, Any]]) -> None:
+        super().__init__(script)
+        self.bodies: list[Mapping[str, Any]] = []
+
+    def complete(self, body: Mapping[str, Any], *, provider: Provider = "openai") -> ModelReply:
+        self.bodies.append(body)
+        return super().complete(body, provider=provider)
+
+
+def _run(tmp_path: Path, content: str) -> tuple[Agent, Recording, Path]:
+    def build() -> str:
+        """Build every target and print the log."""
+        return content
+
+    model = Recording(
+        [{"tool_calls": [{"id": "c1", "name": "build", "arguments": {}}]}, {"text": "built"}]
+    )
+    db = tmp_path / "big.db"
+    agent = Agent(model, [build], store=SQLiteStore(db), session="big")
+    assert agent.run("build it").final == "built"
+    return agent, model, db
+
+
+def _tool_message(body: Mapping[str, Any]) -> str:
+    (tool,) = [m for m in body["messages"] if m.get("role") == "tool"]
+    content = tool["content"]
+    assert isinstance(content, str)
+    return content
+
+
+def test_a_big_result_is_recorded_whole_and_its_blob_saved_once(tmp_path: Path) -> None:
+    agent, _, db = _run(tmp_path, PAYLOAD)
+    (result,) = [e.event for e in agent.ctx.events if isinstance(e.event, ToolResult)]
+    assert result.content == PAYLOAD  # the record holds the output as the tool returned it
+    agent.store.close()
+    conn = sqlite3.connect(db)
+    blobs = conn.execute("SELECT ref, size FROM blobs").fetchall()
+    conn.close()
+    data = PAYLOAD.encode()
+    big = [(ref, size) for ref, size in blobs if size >= len(data)]
+    assert big == [(text_ref(PAYLOAD), len(data))]  # one blob, whatever the steps showed
+
+
+def test_the_next_request_shows_a_preview_whose_handle_reads_back_page_by_page(
+    tmp_path: Path,
+) -> None:
+    agent, model, _ = _run(tmp_path, PAYLOAD)
+    shown = _tool_message(model.bodies[1])
+    lines = PAYLOAD.splitlines()
+    head = re.match(
+        r"\[output shown as a preview: ([\d,]+) characters, ([\d,]+) lines, ~([\d,]+) tokens\.",
+        shown,
+    )
+    assert head is not None, shown[:300]
+    assert int(head[1].replace(",", "")) == len(PAYLOAD)
+    assert int(head[2].replace(",", "")) == len(lines)
+    tokens = int(head[3].replace(",", ""))
+    assert len(PAYLOAD) // 8 < tokens < len(PAYLOAD) // 2
+    assert lines[0] in shown
+    assert lines[11] in shown
+    assert lines[12] not in shown
+    assert lines[-1] in shown
+    assert f"{len(lines) - 18:,} lines omitted" in shown
+    assert len(shown) < 10_000  # the request carries the preview, not the 5 MB
+    handle = text_ref(PAYLOAD)
+    assert f'handle="{handle}"' in shown
+    first = read_result(agent.store.blobs, handle, 1)
+    assert first.ok, first.message
+    assert first.pages > 1
+    pages = [first.text]
+    for n in range(2, first.pages + 1):
+        page = read_result(agent.store.blobs, handle, n)
+        assert page.ok
+        assert page.page == n
+        pages.append(page.text)
+    assert "".join(pages) == PAYLOAD
+    assert not read_result(agent.store.blobs, handle, first.pages + 1).text
+
+
+def test_a_big_non_ascii_result_still_has_its_lone_surrogates_replaced(tmp_path: Path) -> None:
+    content = "naïve café ✅\n" * 200_000 + "\ud800 end"
+    agent, _, _ = _run(tmp_path, content)
+    (result,) = [e.event for e in agent.ctx.events if isinstance(e.event, ToolResult)]
+    assert result.content == content[:-5] + "\ufffd end"
+    assert clean_text(PAYLOAD) is PAYLOAD  # an ASCII text is returned as it is
