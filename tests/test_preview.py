@@ -17,7 +17,9 @@ from ctxline.view.edits import preview
 _PIECES = st.lists(
     st.one_of(
         st.text(alphabet="ab c<-x", min_size=0, max_size=30),
-        st.sampled_from(["\n", "\r\n", "\r", "\x0b", "\x0c", "\x1c", "\x85", "\u2028", "\u2029", "\n\n"]),
+        st.sampled_from(
+            ["\n", "\r\n", "\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029", "\n\n"]
+        ),
         st.just("y" * 700),  # a line longer than the width
     ),
     max_size=80,

@@ -117,20 +117,42 @@ def iter_lines(text: str) -> Iterator[str]:
         yield text[start:]
 
 
+_ASCII_BREAKS = ("\x0b", "\x0c", "\x1c", "\x1d", "\x1e")
+_WIDE_BREAKS = ("\x85", "\u2028", "\u2029")
+
+
+def _line_count(content: str) -> int:
+    """``len(content.splitlines())`` by ``str.count`` per break kind, each rare kind
+    looked for first with ``str.find`` (memchr: 7x faster than a count) — no match
+    objects: the regex pass took 5 s on a 200 MB output (issue 25)."""
+
+    def number(brk: str) -> int:
+        return content.count(brk) if content.find(brk) >= 0 else 0
+
+    count = content.count("\n")
+    if content.find("\r") >= 0:
+        count += content.count("\r") - content.count("\r\n")
+    count += sum(map(number, _ASCII_BREAKS))
+    if not content.isascii():  # O(1) on a str
+        count += sum(map(number, _WIDE_BREAKS))
+    if content and _BREAK.fullmatch(content[-1]) is None:
+        count += 1  # a last line without a break
+    return count
+
+
 def _huge_lines(content: str, keep: int, tail: int, width: int) -> tuple[int, list[str], list[str]]:
     """``content.splitlines()`` as far as a preview reads it — the number of lines, the
     first ``keep`` and the last ``tail``, each clipped to ``width + 1`` characters (all a
     preview shows) — without a list of millions of lines or a copy of a huge line."""
-    count, start = 0, 0
     first: list[str] = []
+    start = 0
     for match in _BREAK.finditer(content):
-        if len(first) < keep:
-            first.append(content[start : min(match.start(), start + width + 1)])
+        if len(first) >= keep:
+            break
+        first.append(content[start : min(match.start(), start + width + 1)])
         start = match.end()
-        count += 1
-    if start < len(content):  # a last line without a break
-        count += 1
-        if len(first) < keep:
+    else:
+        if start < len(content) and len(first) < keep:  # a last line without a break
             first.append(content[start : start + width + 1])
     window = 1 << 16
     while True:  # the last lines: a slice of the end that holds more than ``tail`` breaks
@@ -139,7 +161,7 @@ def _huge_lines(content: str, keep: int, tail: int, width: int) -> tuple[int, li
         if len(last) > tail or window >= len(content):
             break
         window *= 4
-    return count, first, [line[: width + 1] for line in last[-tail:]]
+    return _line_count(content), first, [line[: width + 1] for line in last[-tail:]]
 
 
 def preview(
