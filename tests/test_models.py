@@ -444,7 +444,7 @@ def test_llm_summary_is_clipped_to_its_budget() -> None:
 def test_chat_runs_builtin_tool_calls(monkeypatch: pytest.MonkeyPatch) -> None:
     from click.testing import CliRunner
 
-    from ctxline.cli import models as cli_models
+    from ctxline.cli import chat as cli_models
 
     call = ToolCall("c1", "search_history", {"query": "invoice"})
     client = ScriptedClient(
