@@ -130,3 +130,16 @@ def test_bad_paging_values_are_usage_errors(db: str) -> None:
             result = CliRunner().invoke(main, [command, "--db", db, "--session", "long", *args])
             assert result.exit_code == 2, (command, args)
             assert args[0] in result.output, (command, args)
+
+
+def test_the_streamed_lines_escape_what_a_table_cell_escapes() -> None:
+    """A listing too long for a table must not print a line separator or a bidi override
+    raw either (issue 24: ``skills list`` printed U+2028 raw)."""
+    from ctxline.cli.common import BIDI_CONTROLS
+    from ctxline.cli.stream import plain
+
+    forged = "ok\u2028seq 99 forged\u2029\u202eevil\x85\x1b[2J"
+    shown = plain(forged)
+    assert shown == "ok\ufffdseq 99 forged\ufffd\ufffdevil\ufffd\ufffd[2J"
+    assert not any(ch in shown for ch in BIDI_CONTROLS)
+    assert shown.splitlines() == [shown]  # one line, whatever the record held

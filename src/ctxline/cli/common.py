@@ -42,6 +42,7 @@ from ctxline.sources.timectx import TimeConfig
 from ctxline.view.options import PrepareOptions
 
 __all__ = [
+    "BIDI_CONTROLS",
     "DB_HELP",
     "MAX_INT",
     "CtxlineGroup",
@@ -82,7 +83,9 @@ _OS_REASONS = {
 }
 
 
-_BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+BIDI_CONTROLS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+"""Bidirectional overrides and marks: they can disguise a terminal line (shown escaped)."""
+_BIDI = BIDI_CONTROLS
 
 
 def _escaped(ch: str) -> str:

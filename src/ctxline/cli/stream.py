@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from ctxline.cli.common import BIDI_CONTROLS
 from ctxline.record.events import StoredEvent
 from ctxline.record.store import Store
 
@@ -26,11 +27,15 @@ CHUNK = 1_000
 TABLE_ROWS = 500
 """Up to this many rows print as one table; more stream as plain lines."""
 
-_CONTROLS = dict.fromkeys((*range(0x00, 0x20), *range(0x7F, 0xA0)), "\ufffd")
+_CONTROLS = dict.fromkeys(
+    (*range(0x00, 0x20), *range(0x7F, 0xA0), 0x2028, 0x2029, *map(ord, BIDI_CONTROLS)), "\ufffd"
+)
 
 
 def plain(text: str) -> str:
-    """``text`` safe on one terminal line: control characters (ESC, CR, LF, …) as U+FFFD."""
+    """``text`` safe on one terminal line: what :func:`~ctxline.cli.common.printable` shows
+    escaped in a table (control characters, line and paragraph separators, bidirectional
+    overrides) as U+FFFD, in one ``str.translate``."""
     return text.translate(_CONTROLS)
 
 
