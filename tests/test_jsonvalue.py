@@ -54,10 +54,14 @@ def test_narrowing_refuses_the_wrong_kind() -> None:
 
 def test_lenient_getters_fall_back_on_absence_and_wrong_kinds() -> None:
     meta: dict[str, JsonValue] = {"s": "x", "n": 2, "b": True, "o": {"k": 1}, "a": [1]}
-    assert get_str(meta, "s") == "x" and get_str(meta, "n", "d") == "d"
-    assert get_int(meta, "n") == 2 and get_int(meta, "b", 7) == 7
-    assert get_object(meta, "o") == {"k": 1} and get_object(meta, "a") == {}
-    assert get_array(meta, "a") == [1] and get_array(meta, "missing") == []
+    assert get_str(meta, "s") == "x"
+    assert get_str(meta, "n", "d") == "d"
+    assert get_int(meta, "n") == 2
+    assert get_int(meta, "b", 7) == 7
+    assert get_object(meta, "o") == {"k": 1}
+    assert get_object(meta, "a") == {}
+    assert get_array(meta, "a") == [1]
+    assert get_array(meta, "missing") == []
 
 
 @given(json_values)
