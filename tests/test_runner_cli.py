@@ -393,3 +393,57 @@ def test_a_bad_zone_is_one_line_and_exit_2(tmp_path: Path) -> None:
     )
     assert out.exit_code == 2
     assert "Mars/Base" in out.output
+
+
+def test_tool_choice_is_sent_recorded_and_checked(tmp_path: Path) -> None:
+    model = _script(tmp_path / "s.jsonl", _call("l", "list_dir", path="."), {"text": "done"})
+    db = str(tmp_path / "r.db")
+    base = ["--model", model, "--root", str(tmp_path), "--db", db, "--json", "--max-turns", "2"]
+    out = CliRunner().invoke(
+        main, ["run", "list", "--session", "c", "--tool-choice", "list_dir", *base]
+    )
+    assert out.exit_code == 0, out.output  # (a scripted model answers as scripted)
+    bodies = _bodies(db, "c")
+    assert len(bodies) == 2
+    for body in bodies:
+        assert body["tool_choice"] == {"type": "function", "function": {"name": "list_dir"}}
+    store = open_store(db)
+    task = next(e.event for e in store.read("c") if isinstance(e.event, UserMessage))
+    store.close()
+    recorded = task.meta["run"]
+    assert isinstance(recorded, dict)
+    assert recorded["tool_choice"] == "list_dir"
+    auto = CliRunner().invoke(main, ["run", "list", "--session", "a", *base])
+    assert auto.exit_code == 0, auto.output
+    assert all("tool_choice" not in b for b in _bodies(db, "a"))  # auto: the client says it
+    required = CliRunner().invoke(
+        main, ["run", "list", "--session", "r", "--tool-choice", "required", *base]
+    )
+    assert required.exit_code == 0, required.output
+    assert {b["tool_choice"] for b in _bodies(db, "r")} == {"required"}
+
+
+@pytest.mark.parametrize(
+    ("given", "said"),
+    [
+        ("list_dri", "did you mean 'list_dir'?"),
+        ("nope", "expected auto, required, none or one of: list_dir, read_file, read_result"),
+        ("read_result", None),  # a built-in tool is a tool of the run
+    ],
+)
+def test_a_tool_choice_naming_no_tool_is_one_line_and_exit_2(
+    tmp_path: Path, given: str, said: str | None
+) -> None:
+    model = _script(tmp_path / "s.jsonl", {"text": "done"})
+    out = CliRunner().invoke(
+        main,
+        ["run", "x", "--model", model, "--root", str(tmp_path), "--db", str(tmp_path / "r.db"),
+         "--tool-choice", given, "--json", "--max-turns", "1"],
+    )  # fmt: skip
+    if said is None:
+        assert out.exit_code in (0, 1), out.output
+        assert "--tool-choice" not in out.output
+    else:
+        assert out.exit_code == 2, out.output
+        assert said in out.output
+        assert len(out.output.strip().splitlines()) == 1

@@ -20,6 +20,7 @@ from the record: a resumed run asks unless told again).
 
 from __future__ import annotations
 
+import difflib
 import json
 import sys
 import warnings
@@ -89,6 +90,7 @@ RECORDED = (
     "tz",
     "no_builtin_tools",
     "no_builtin",
+    "tool_choice",
 )
 """The options of ``ctxline run`` logged with a new task and read back on resume."""
 
@@ -220,6 +222,13 @@ def recorded_options(store: Any, session: str) -> dict[str, Any]:
     " (the cache cost model picks). A status with nothing to say is never sent.",
 )
 @click.option(
+    "--tool-choice",
+    default="auto",
+    show_default=True,
+    help="auto (the model picks), required (a tool call every step), none (no calls), or a"
+    " tool's name (that tool every step; its schema stays in the request).",
+)
+@click.option(
     "--tz",
     default=None,
     show_default="none: no time context",
@@ -271,6 +280,7 @@ def run_cmd(
             tools.append(shell_tool(root))
         for spec in opts["tool_specs"]:  # the user's own input is checked before any client
             tools.extend(load_tools(spec))
+        choice = _tool_choice(opts["tool_choice"], [t.name for t in tools], opts)
         client = make_client(opts["model"], base_url=opts["base_url"])
         with warnings.catch_warnings(record=True) as said:
             warnings.simplefilter("always", WindowWarning)
@@ -311,6 +321,7 @@ def run_cmd(
             status_mode=status,
             time_zone=opts["tz"],
             builtin_tools=builtins,
+            tool_choice=choice,
         )
         err = Console(stderr=True, highlight=False)
         resuming = agent.unfinished
@@ -378,6 +389,28 @@ def _options(store: Any, session: str | None, given: dict[str, Any]) -> dict[str
                 field=name,
             ) from None
     return out
+
+
+def _tool_choice(given: str, names: list[str], opts: dict[str, Any]) -> str | None:
+    """``--tool-choice`` as the Agent takes it (None for auto), or a clear error naming
+    the tools there are when it names none of them."""
+    choice = given.strip()
+    if choice == "auto":
+        return None
+    if choice in ("required", "none"):
+        return choice
+    offered = set(names)
+    if not opts["no_builtin_tools"]:
+        offered.update(n for n in BUILTIN_NAMES if n not in set(opts["no_builtin"]))
+    if choice not in offered:
+        close = difflib.get_close_matches(choice, sorted(offered), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ValidationError(
+            f"--tool-choice {choice!r} is not a tool of this run{hint}; expected auto,"
+            f" required, none or one of: {', '.join(sorted(offered)) or 'no tools'}",
+            field="tool_choice",
+        )
+    return choice
 
 
 def _to_record(opts: dict[str, Any], root: Path) -> dict[str, Any]:
