@@ -25,7 +25,7 @@ a hint — the same layers as a detailed error, without a traceback (nothing ran
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Literal
 
@@ -34,6 +34,7 @@ from ctxline.record.events import JsonValue, ToolCall
 from ctxline.runner.ledger import Ledger
 from ctxline.runner.tools import ToolMeta
 from ctxline.sources.status import call_key
+from ctxline.view.options import PrepareOptions
 
 __all__ = [
     "Limits",
@@ -41,6 +42,7 @@ __all__ = [
     "RefusalKind",
     "budget_stop",
     "check_call",
+    "fitted_options",
     "refusal_text",
     "strategy_hint",
 ]
@@ -174,6 +176,32 @@ def strategy_hint(ledger: Ledger, call: ToolCall, limits: Limits) -> str | None:
         "Check your assumptions first (does the path, id or name exist? list or search to find "
         "the right one), then try a different approach; if nothing works, say what blocks you."
     )
+
+
+def _reported_ratio(ledger: Ledger) -> float:
+    """The provider's input tokens over ctxline's count of the same requests (1.0 before
+    any report)."""
+    estimates = ledger.totals.estimates
+    ours = sum(e for e, _ in estimates)
+    return sum(r for _, r in estimates) / ours if ours else 1.0
+
+
+def fitted_options(ledger: Ledger, options: PrepareOptions) -> PrepareOptions | None:
+    """``options`` with the input limit shrunk by how far the provider's counts of this
+    task's earlier requests exceeded ctxline's, or None when they did not (by over 2 %).
+
+    ctxline counts with its tokenizer (o200k unless told); a model with another one —
+    Qwen's reads ctxline's tagged text as about a quarter more tokens — would get
+    requests that fit ctxline's count and overflow the server's window. The limit is
+    rounded down to 64 tokens so a drifting ratio does not change it every step.
+    """
+    ratio = _reported_ratio(ledger)
+    if ratio <= 1.02:
+        return None
+    limit = int(options.input_limit / ratio) // 64 * 64
+    if limit <= 0:
+        return None
+    return replace(options, context_window=limit + options.max_output)
 
 
 def budget_stop(ledger: Ledger, limits: Limits, next_input: int) -> str | None:

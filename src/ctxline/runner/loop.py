@@ -51,7 +51,7 @@ from ctxline.record.store.base import Clock
 from ctxline.render.neutral import INTERRUPTED
 from ctxline.runner.agents import SubAgents, repair_children
 from ctxline.runner.execute import run_calls
-from ctxline.runner.guards import Limits, budget_stop
+from ctxline.runner.guards import Limits, budget_stop, fitted_options
 from ctxline.runner.jobs import JobManager, JobsSource, interrupted_job
 from ctxline.runner.ledger import Ledger
 from ctxline.runner.model_call import BodyDecoder, call_model, client_options, failure_event
@@ -325,7 +325,7 @@ class Agent:
             return self._finish(reason)
         self._offer_tools()
         try:
-            prep = self.ctx.prepare()
+            prep = self.ctx.prepare(options=fitted_options(self.ledger, self.ctx.options))
         except ContextOverflow as exc:
             return self._finish("context_overflow", str(exc))
         except CompactionError as exc:
