@@ -1,7 +1,7 @@
 """The runner fits each request to the server's window in the server's own count.
 
-A model whose tokenizer reads ctxline's text as more tokens than ctxline's counter (Qwen
-reads about a quarter more than o200k) gets requests that fit ctxline's count and overflow
+A model whose tokenizer reads ctxline's text as more tokens than ctxline's counter (Qwen2.5
+counts 4.5–10.7 % more than o200k on the bundled sessions) gets requests that fit ctxline's count and overflow
 the server, which refuses them (llama.cpp: "Requested tokens exceed context window"). The
 runner scales the input limit by what the provider reported for the earlier requests.
 """

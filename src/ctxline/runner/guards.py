@@ -190,9 +190,9 @@ def fitted_options(ledger: Ledger, options: PrepareOptions) -> PrepareOptions | 
     """``options`` with the input limit shrunk by how far the provider's counts of this
     task's earlier requests exceeded ctxline's, or None when they did not (by over 2 %).
 
-    ctxline counts with its tokenizer (o200k unless told); a model with another one —
-    Qwen's reads ctxline's tagged text as about a quarter more tokens — would get
-    requests that fit ctxline's count and overflow the server's window. The limit is
+    ctxline counts with its tokenizer (o200k unless told); a model with another one would get
+    requests that fit ctxline's count and overflow the server's window (Qwen2.5's counts
+    4.5–10.7 % more than o200k on the bundled sessions, docs/runner.md). The limit is
     rounded down to 64 tokens so a drifting ratio does not change it every step.
     """
     ratio = _reported_ratio(ledger)
