@@ -236,11 +236,18 @@ async def _execute(agent: Agent, planned: Planned) -> tuple[ToolOutcome, dict[st
         )
         return ToolOutcome(text), {"job": job}
     try:
-        value = await asyncio.wait_for(tool.invoke(planned.values, context), timeout)
+        if tool.meta.isolate:  # timed in its process, from the function's start
+            value = await tool.invoke(planned.values, context, timeout)
+        else:
+            value = await asyncio.wait_for(tool.invoke(planned.values, context), timeout)
     except TimeoutError:
         error = TimeoutError(
             f"the call took longer than {timeout:g} s and was abandoned"
-            + ("" if tool.is_async else " (it may still be running in its thread)")
+            + (
+                " (its process was stopped)"
+                if tool.meta.isolate
+                else "" if tool.is_async else " (it may still be running in its thread)"
+            )
         )
         return ToolOutcome(
             detailed_tool_error(error, call.name, call.arguments, include_traceback=False), True

@@ -12,7 +12,8 @@ a try/except that turns a failure into something the model can act on, and a
   the error, a hint), never a crash of the loop;
 - the return value is rendered as text (``str``) or JSON (anything pydantic can dump);
 - metadata is read by code, never by the model: ``tags``, ``group``, ``max_calls``,
-  ``timeout``, ``trimmable``, ``requires_approval``, ``background``.
+  ``timeout``, ``trimmable``, ``requires_approval``, ``background``, ``isolate`` (each
+  call in a worker process, killed at its timeout).
 
 A parameter annotated :class:`CallContext` is filled by the runner (the call, the
 session, the blobs) and left out of the schema.
@@ -54,6 +55,7 @@ from ctxline.errors import ValidationError
 from ctxline.record.blobs import BlobStore
 from ctxline.record.events import JsonValue, ToolCall
 from ctxline.render.neutral import ToolSpec
+from ctxline.runner.isolate import check_isolable, in_worker_process
 from ctxline.runner.schema import docstring, is_context, strip_titles, type_name
 from ctxline.tools.base import ToolOutcome
 from ctxline.tools.errors import detailed_tool_error
@@ -92,6 +94,10 @@ class ToolMeta:
     background: bool = False
     """A call starts a job and returns its handle at once; the output arrives later as a
     ``notification``."""
+    isolate: bool = False
+    """Each call runs in a worker process of its own, killed at its timeout (for C code
+    that holds the interpreter lock, or an async tool that may block its loop;
+    :mod:`ctxline.runner.isolate`)."""
 
     def __post_init__(self) -> None:
         if self.max_calls is not None and (
@@ -119,7 +125,7 @@ class ToolMeta:
             "trimmable": self.trimmable,
             "requires_approval": self.requires_approval,
             "background": self.background,
-        }
+        } | ({"isolate": True} if self.isolate else {})
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,11 +199,20 @@ class FunctionTool:
         text = detailed_tool_error(error, self.name, arguments, hint, include_traceback=False)
         return text.replace(f"ArgumentsInvalid: {error}", f"ArgumentsInvalid:\n{problems}", 1)
 
-    async def invoke(self, values: dict[str, Any], context: CallContext) -> Any:
-        """Run the function (in a worker thread when it is sync) with validated ``values``."""
+    async def invoke(
+        self, values: dict[str, Any], context: CallContext, timeout: float | None = None
+    ) -> Any:
+        """Run the function (in a worker thread when it is sync) with validated ``values``.
+
+        ``timeout`` is used by an isolated tool only (counted from the function's start in
+        its process, :func:`~ctxline.runner.isolate.in_worker_process`); the others are
+        timed by the caller."""
         kwargs = dict(values)
         if self.context_param is not None:
             kwargs[self.context_param] = context
+        if self.meta.isolate:
+            module, qualname = check_isolable(self.fn, self.name)
+            return await in_worker_process(module, qualname, kwargs, timeout)
         if self.is_async:
             return await self.fn(**kwargs)
         return await in_daemon_thread(self.fn, kwargs)
@@ -283,7 +298,16 @@ def function_tool(
         ) from None
     schema.setdefault("properties", {})
     spec = ToolSpec(tool_name, str(description) if description is not None else doc, schema)
-    return FunctionTool(fn, spec, meta or ToolMeta(), model, context_param)
+    meta = meta or ToolMeta()
+    if meta.isolate:
+        check_isolable(fn, tool_name)
+        if context_param is not None:
+            raise ValidationError(
+                f"tool {tool_name!r} is isolated, so it cannot take a CallContext"
+                " (the store stays in the agent's process)",
+                field="tools",
+            )
+    return FunctionTool(fn, spec, meta, model, context_param)
 
 
 @overload
@@ -300,6 +324,7 @@ def tool(
     trimmable: bool = True,
     requires_approval: bool = False,
     background: bool = False,
+    isolate: bool = False,
 ) -> FunctionTool: ...
 
 
@@ -315,6 +340,7 @@ def tool(
     trimmable: bool = True,
     requires_approval: bool = False,
     background: bool = False,
+    isolate: bool = False,
 ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
 
 
@@ -331,11 +357,12 @@ def tool(
     trimmable: bool = True,
     requires_approval: bool = False,
     background: bool = False,
+    isolate: bool = False,
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
     """Decorate a function as a tool, with or without metadata (``@tool`` or ``@tool(...)``);
     ``tool(fn, name=…)`` makes a tool of an existing function."""
     meta = ToolMeta(
-        tuple(tags), group, max_calls, timeout, trimmable, requires_approval, background
+        tuple(tags), group, max_calls, timeout, trimmable, requires_approval, background, isolate
     )
 
     def wrap(f: Callable[..., Any]) -> FunctionTool:
