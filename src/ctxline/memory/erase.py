@@ -76,7 +76,9 @@ def _forms(text: str) -> list[str]:
 
     shown = [text, escape(text), _flat(text), _flat(escape(text))]
     shown += [one_line(text, w) for w in _WIDTHS]
-    shown += [json.dumps(t, ensure_ascii=a)[1:-1] for t in (text, escape(text)) for a in (False, True)]
+    shown += [
+        json.dumps(t, ensure_ascii=a)[1:-1] for t in (text, escape(text)) for a in (False, True)
+    ]
     return sorted({f for f in shown if f.strip()}, key=len, reverse=True)
 
 
@@ -132,16 +134,20 @@ class _Eraser:
                     args = c.arguments
                     if c.name == "remember" and isinstance(args, dict):
                         said = args.get("text")
-                        if isinstance(said, str) and _flat(said) == _flat(self.text) and said.strip():
+                        if (
+                            isinstance(said, str)
+                            and _flat(said) == _flat(self.text)
+                            and said.strip()
+                        ):
                             calls.add(c.id)
         return calls
 
     def event(self, event: Event, calls: set[str]) -> Event | None:
-        remember = {
-            i
-            for i, c in enumerate(event.tool_calls)
-            if c.name == "remember" and c.id in calls
-        } if isinstance(event, AssistantMessage) else set()
+        remember = (
+            {i for i, c in enumerate(event.tool_calls) if c.name == "remember" and c.id in calls}
+            if isinstance(event, AssistantMessage)
+            else set()
+        )
         read = (
             isinstance(event, ToolResult)
             and event.content.startswith(f"{self.id} · ")
@@ -149,9 +155,10 @@ class _Eraser:
         )
 
         def edit(path: FieldPath, text: str) -> str:
-            if len(path) >= 4 and path[0] == "tool_calls" and path[1] in remember:
-                if path[3] == "text" or (path[3] == "tags" and len(path) == 5):
-                    return text if text == self.tomb else self.tomb
+            # ("tool_calls", i, "arguments", "text") and ("tool_calls", i, "arguments", "tags", j)
+            in_call = len(path) >= 4 and path[0] == "tool_calls" and path[1] in remember
+            if in_call and (path[3] == "text" or (path[3] == "tags" and len(path) == 5)):
+                return self.tomb
             if read and path == ("content",):
                 head, _, _ = text.partition("\nText:\n")
                 return f"{head}\nText:\n{self.tomb}"

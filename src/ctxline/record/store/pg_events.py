@@ -45,12 +45,12 @@ __all__ = [
     "copy_rows",
     "existing_ids",
     "fetch_all",
+    "has_redactions",
     "insert_events",
     "large_body",
     "link_at",
     "read_events",
     "verify_segments",
-    "has_redactions",
     "visible_segments",
 ]
 

@@ -54,7 +54,9 @@ def redact_rows(
         try:
             check_form(r.event, str(digest), where)
         except IntegrityError as exc:
-            raise ValidationError(str(exc).removesuffix("; run ctxline doctor"), field="event") from None
+            raise ValidationError(
+                str(exc).removesuffix("; run ctxline doctor"), field="event"
+            ) from None
         body = encode_body(r.event)
         if body.size > MAX_EVENT_BYTES:
             raise ValidationError(f"{where}: the redacted event is too large", field="event")

@@ -47,6 +47,7 @@ from ctxline.record.store.base import (
 )
 from ctxline.record.store.failures import sqlite_failure
 from ctxline.record.store.migrations import SQLITE_MIGRATIONS, apply_sqlite_migrations, index_events
+from ctxline.record.store.redaction import Redaction
 from ctxline.record.store.sql_store import Dialect, Prepared, SqlEvents, prepare
 from ctxline.record.store.sqlite_blobs import SQLiteBlobs
 from ctxline.record.store.sqlite_events import (
@@ -68,7 +69,6 @@ from ctxline.record.store.sqlite_files import (
 )
 from ctxline.record.store.sqlite_health import connection_health
 from ctxline.record.store.sqlite_memory import SQLiteMemories
-from ctxline.record.store.redaction import Redaction
 from ctxline.record.store.sqlite_redaction import redact_sqlite, scrub_sqlite
 from ctxline.record.store.sqlite_sessions import SQLiteSessions
 from ctxline.record.store.textsearch import Query
