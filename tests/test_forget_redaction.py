@@ -29,8 +29,9 @@ from ctxline.errors import IntegrityError
 from ctxline.memory import Memory
 from ctxline.models.scripted import ScriptedModel
 from ctxline.record.codec import canonical_json, event_to_json, stored_to_json
-from ctxline.record.events import ToolResult
+from ctxline.record.events import ToolResult, UserMessage
 from ctxline.record.store import Store
+from ctxline.record.store.base import StorageError
 from ctxline.record.store.redaction import REDACTED_KEY, redaction_of
 from ctxline.runner import Agent
 from ctxline.view.rebuild import redactions_in
@@ -376,3 +377,49 @@ def test_an_old_database_opens_migrates_and_verifies(tmp_path: Path) -> None:
     Memory(store, project="p").forget(entry.id)
     assert TOKEN not in _record_bytes(store)
     store.close()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_forks_and_verbatim_copies_are_erased_each_in_its_own_timeline(
+    backend: str, tmp_path: Path
+) -> None:
+    """A fork shares its parent's events up to the fork point: each is redacted once, in
+    the timeline that owns it; a verbatim copy the user typed (12+ characters) goes too,
+    a shorter part of the text stays (and the docs say so)."""
+    store = make_store(backend, tmp_path)
+    try:
+        text = f"the vault code is {TOKEN} 4471"
+        memory_id = _agent_sessions(store, text, [])
+        fork_at = store.head("two") - 1
+        store.fork("two", "main", fork_at, "alt")
+        head = store.head("two", "alt")
+        store.append("two", [UserMessage(f"you said: {text}")], expected_seq=head, timeline="alt")
+        store.append("two", [UserMessage(f"only {TOKEN[:3]} was said")], timeline="alt")
+        Memory(store, project="p").forget(memory_id)
+        for name in ("main", "alt"):
+            seen = "\n".join(
+                canonical_json(stored_to_json(e)).decode() for e in store.read("two", name)
+            )
+            assert TOKEN not in seen
+            assert store.verify_chain("two", name).ok
+        alt = store.read("two", "alt")
+        assert f"you said: [erased: forgotten memory {memory_id}]" in [
+            e.event.text for e in alt if isinstance(e.event, UserMessage)
+        ]
+        assert alt[-1].event == UserMessage(f"only {TOKEN[:3]} was said")
+    finally:
+        store.close()
+
+
+def test_a_read_only_store_refuses_to_forget_and_changes_nothing(tmp_path: Path) -> None:
+    db = tmp_path / "ro.db"
+    store = SQLiteStore(db)
+    memory_id = _agent_sessions(store, f"kept {TOKEN}", [])
+    store.close()
+    before = db.read_bytes()
+    ro = SQLiteStore(db, read_only=True)
+    with pytest.raises(StorageError, match="read-only"):
+        Memory(ro, project="p").forget(memory_id)
+    assert TOKEN in _record_bytes(ro)
+    ro.close()
+    assert db.read_bytes() == before
