@@ -423,3 +423,34 @@ def test_a_read_only_store_refuses_to_forget_and_changes_nothing(tmp_path: Path)
     assert TOKEN in _record_bytes(ro)
     ro.close()
     assert db.read_bytes() == before
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_after_the_model_forgets_its_next_request_carries_no_text(
+    backend: str, tmp_path: Path
+) -> None:
+    """The model reads its note, then forgets it, in one run: the request after the
+    forget is built from the redacted record (the rebuild matches what was sent)."""
+    store = make_store(backend, tmp_path)
+    try:
+        memory_id = _agent_sessions(store, f"my note {TOKEN} here", [])
+        script = ScriptedModel(
+            [
+                {
+                    "tool_calls": [
+                        {"id": "a", "name": "memory_read", "arguments": {"id": memory_id}}
+                    ]
+                },
+                {"tool_calls": [{"id": "b", "name": "forget", "arguments": {"id": memory_id}}]},
+                {"text": "done"},
+            ]
+        )
+        agent = Agent(script, [], store=store, session="five", memory=Memory(store, project="p"))
+        agent.run("read then forget your note")
+        rebuilt = list(Context(store, "five", create=False).rebuild_all())
+        assert len(rebuilt) == 3
+        header, prep = rebuilt[-1]  # sent after the forget
+        assert TOKEN not in prep.body_bytes.decode()
+        assert prep.sha256 == header.sha256  # what was sent had the tombstone already
+    finally:
+        store.close()

@@ -240,6 +240,13 @@ class Context:
         self._events.extend(new)
         return new
 
+    def reload(self) -> None:
+        """Read the whole timeline again and drop what was rendered from it: after a
+        redaction (``forget``) the next request is built from the tombstones, not from
+        the events this Context had read before."""
+        self._events = self.store.read(self.session, self.timeline)
+        self._cache = ViewCache()
+
     def append(
         self, *events: Event | Pending, expected_seq: int | None = None
     ) -> list[StoredEvent]:

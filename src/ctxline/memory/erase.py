@@ -19,8 +19,9 @@ was written meanwhile. What it replaces, exactly:
   erase unrelated words).
 
 Not erased: a part of the text or a paraphrase in anyone's own words, the model's
-queries, blobs of large results, session metadata, and what left the store before
-(exports, backups, the provider's logs, a Context already holding the events).
+queries, session metadata, and what left the store before (exports, backups, the
+provider's logs, another process's Context holding the events; the ``forget`` tool
+reloads its own Context).
 
     erased = erase_memory(store, store.memories, entry)
     print(erased.events, "event(s) in", erased.sessions, "session(s)")

@@ -394,8 +394,12 @@ class Memory(BaseSource):
                     f"[forget: {entry.id} was written by the {entry.author}; only they can forget it.]",
                     True,
                 )
-            gone = erase_memory(self.store, self.backend, entry).entry
+            erased = erase_memory(self.store, self.backend, entry)
         except ValidationError as exc:
             return ToolOutcome(f"[forget: {escape(exc.message)}]", True)
+        gone = erased.entry
+        reload = getattr(env, "reload", None)
+        if erased.events and callable(reload):  # the running Context reads the tombstones
+            reload()
         meta: dict[str, JsonValue] = {"memory": {"op": "forget", "id": gone.id}}
         return ToolOutcome(f"Forgot {gone.id}; its text is erased.", meta=meta)
