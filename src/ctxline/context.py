@@ -55,7 +55,7 @@ from ctxline.view.ladder import DEFAULT_RUNGS, LadderConfig, Rung
 from ctxline.view.measure import ViewMessage
 from ctxline.view.options import PrepareOptions, StepInputs
 from ctxline.view.prepare import Preparation, render_step, view_messages
-from ctxline.view.rebuild import rebuild_all, rebuild_request
+from ctxline.view.rebuild import rebuild_all, rebuild_request, redactions_in
 from ctxline.view.step import StepRequest, StepSetup, count_keys, plan_step, tool_json
 
 __all__ = [
@@ -239,6 +239,13 @@ class Context:
         new = self.store.read(self.session, self.timeline, after_seq=after)
         self._events.extend(new)
         return new
+
+    def reload(self) -> None:
+        """Read the whole timeline again and drop what was rendered from it: after a
+        redaction (``forget``) the next request is built from the tombstones, not from
+        the events this Context had read before."""
+        self._events = self.store.read(self.session, self.timeline)
+        self._cache = ViewCache()
 
     def append(
         self, *events: Event | Pending, expected_seq: int | None = None
@@ -464,6 +471,15 @@ class Context:
         self.refresh()
         self.store.verify_chain(self.session, self.timeline).raise_if_broken()
         return rebuild_all(self._events, self._marks, self.counter, self.sources)
+
+    def redactions(self, step: int) -> tuple[str, ...]:
+        """Why logged step ``step``'s record was redacted since (empty: it was not)."""
+        self.refresh()
+        header = next(
+            (e.event for e in self._events if isinstance(e.event, RequestHeader) and e.event.step == step),
+            None,
+        )
+        return () if header is None else redactions_in(self._events, header)
 
     def rebuild(self, step: int) -> bytes:
         """The body of logged step ``step``, rebuilt from the record; checked against its

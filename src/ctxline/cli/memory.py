@@ -128,13 +128,18 @@ def show_cmd(memory_id: str, db: str, user: str, project: str, agent: str, as_js
 @owners
 @click.option("--json", "as_json", is_flag=True, help="Print the tombstone as JSON.")
 def forget_cmd(memory_id: str, db: str, user: str, project: str, agent: str, as_json: bool) -> None:
-    """Forget a memory: its text is erased, its id kept as a tombstone."""
+    """Forget a memory: its text is erased (from the record too), its id kept as a tombstone."""
     with one_line_errors():
-        entry = _memory(db, user, project, agent, read_only=False).forget(memory_id)
+        erased = _memory(db, user, project, agent, read_only=False).erase(memory_id)
+    entry = erased.entry
     if as_json:
-        click.echo(json.dumps(entry.to_json(), ensure_ascii=False))
+        out = {**entry.to_json(), "erased_events": erased.events, "erased_sessions": erased.sessions}
+        click.echo(json.dumps(out, ensure_ascii=False))
         return
-    click.echo(f"forgot {entry.id}")
+    click.echo(
+        f"forgot {entry.id}; its text was erased from {erased.events} event(s) in"
+        f" {erased.sessions} session(s)"
+    )
 
 
 _EVERY = 1_000_000

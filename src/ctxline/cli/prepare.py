@@ -231,7 +231,14 @@ def request_cmd(session: str, timeline: str, step: int, db: str) -> None:
         if step < 1:
             raise ValidationError("steps start at 1", field="--step")
         body = ctx.rebuild(step)
+        whys = ctx.redactions(step)
         store.close()
+    if whys:
+        click.echo(
+            f"note: step {step} was redacted since it was sent ({'; '.join(whys)[:300]}): these"
+            " bytes show tombstones, not what was sent",
+            err=True,
+        )
     out = sys.stdout.buffer
     out.write(body + (b"\n" if sys.stdout.isatty() else b""))  # piped: exactly the logged bytes
     out.flush()

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ctxline.errors import ValidationError
+from ctxline.memory.erase import Erased, erase_memory
 from ctxline.record.events import JsonValue, ToolCall
 from ctxline.record.store.memories import (
     SCOPES,
@@ -117,6 +118,7 @@ class Memory(BaseSource):
         overview: int = 5,
     ) -> None:
         self.backend: MemoryBackend = memories_of(store)
+        self.store = store
         if not is_scope(scope):
             raise ValidationError(
                 f"scope must be one of {list(SCOPES)}, got {scope!r}", field="scope"
@@ -193,8 +195,13 @@ class Memory(BaseSource):
         return entry
 
     def forget(self, memory_id: str) -> MemoryEntry:
-        self.read(memory_id)
-        return self.backend.forget(memory_id)
+        """Erase the entry's text and keep its tombstone; its text is erased from the
+        record too (:func:`~ctxline.memory.erase.erase_memory`: what, exactly)."""
+        return self.erase(memory_id).entry
+
+    def erase(self, memory_id: str) -> Erased:
+        """:meth:`forget`, saying how many events of how many sessions were redacted."""
+        return erase_memory(self.store, self.backend, self.read(memory_id))
 
     def entries(self, *, include_superseded: bool = False, limit: int = 100) -> list[MemoryEntry]:
         return self.backend.entries(self.owners, include_superseded=include_superseded, limit=limit)
@@ -387,8 +394,12 @@ class Memory(BaseSource):
                     f"[forget: {entry.id} was written by the {entry.author}; only they can forget it.]",
                     True,
                 )
-            gone = self.backend.forget(entry.id)
+            erased = erase_memory(self.store, self.backend, entry)
         except ValidationError as exc:
             return ToolOutcome(f"[forget: {escape(exc.message)}]", True)
+        gone = erased.entry
+        reload = getattr(env, "reload", None)
+        if erased.events and callable(reload):  # the running Context reads the tombstones
+            reload()
         meta: dict[str, JsonValue] = {"memory": {"op": "forget", "id": gone.id}}
         return ToolOutcome(f"Forgot {gone.id}; its text is erased.", meta=meta)

@@ -3,7 +3,9 @@
 A ``request`` header carries the step's options and inputs and the sha256 of the body
 that was sent; the record up to ``upto_seq`` holds everything else (the guide and tools
 in force, the reductions). A rebuild renders that again and refuses to return bytes
-whose hash differs from the logged one: the record or the rendering changed since.
+whose hash differs from the logged one: the record or the rendering changed since —
+unless the record was redacted since (``forget``), which :func:`redactions_in` names:
+then the rebuild shows tombstones where the erased text was.
 
     header, prep = rebuild_request(store.read("demo"), step=3)
     assert prep.sha256 == header.sha256
@@ -15,6 +17,7 @@ from collections.abc import Iterator, Sequence
 
 from ctxline.errors import IntegrityError, ValidationError
 from ctxline.record.events import RequestHeader, StoredEvent
+from ctxline.record.store.redaction import redaction_of
 from ctxline.sources.base import Source
 from ctxline.sources.branch import BranchMark
 from ctxline.tokens.counters import TokenCounter, get_counter
@@ -22,7 +25,7 @@ from ctxline.view.cache import ViewCache
 from ctxline.view.options import PrepareOptions, StepInputs
 from ctxline.view.prepare import Preparation, prepare
 
-__all__ = ["rebuild_all", "rebuild_request"]
+__all__ = ["rebuild_all", "rebuild_request", "redactions_in"]
 
 
 def _counter_for(header: RequestHeader, given: TokenCounter | None) -> TokenCounter:
@@ -50,12 +53,27 @@ def _rebuild(
         cache=cache,
         sources=sources,
     )
-    if prep.sha256 != header.sha256:
+    if prep.sha256 != header.sha256 and not redactions_in(events, header):
         raise IntegrityError(
             f"step {header.step} rebuilt to {prep.sha256}, but {header.sha256} was logged: the record"
             " or ctxline's rendering changed since it was prepared"
         )
     return prep
+
+
+def redactions_in(events: Sequence[StoredEvent], header: RequestHeader) -> tuple[str, ...]:
+    """Why the record a logged request was built from was redacted since (``forget``:
+    ``"forgotten memory m-…"``), from the marks of its header and the events before it;
+    empty when nothing was. A rebuild that differs from the logged hash for that reason
+    returns the redacted bytes (with tombstones) instead of raising: say so to the user."""
+    whys: list[str] = []
+    for event in [header, *(ev.event for ev in events[: header.upto_seq])]:
+        mark = redaction_of(event)
+        why = mark.get("why") if mark is not None else None
+        for one in why if isinstance(why, list) else ():
+            if str(one) not in whys:
+                whys.append(str(one))
+    return tuple(whys)
 
 
 def rebuild_request(

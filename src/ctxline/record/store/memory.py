@@ -16,7 +16,13 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from ctxline.errors import Conflict, UnknownSession, UnknownTimeline, ValidationError
+from ctxline.errors import (
+    Conflict,
+    IntegrityError,
+    UnknownSession,
+    UnknownTimeline,
+    ValidationError,
+)
 from ctxline.record.blobs import BlobStore, MemoryBlobs
 from ctxline.record.codec import format_at
 from ctxline.record.events import JsonValue, Pending, StoredEvent
@@ -46,6 +52,7 @@ from ctxline.record.store.checks import (
     resolve_retry,
 )
 from ctxline.record.store.memories import InMemoryMemories
+from ctxline.record.store.redaction import Redaction, check_form, removed_refs
 from ctxline.record.store.textsearch import (
     bm25_scores,
     check_limit,
@@ -97,6 +104,8 @@ class MemoryStore(CheckedAppends):
         self._sessions: dict[str, _Session] = {}
         self._ids: dict[str, tuple[str, str, int]] = {}
         self._digests: dict[str, str] = {}
+        # event id -> (the chained digest, its redacted body's digest), for redacted events
+        self._redacted: dict[str, tuple[str, str]] = {}
         self._counts: dict[tuple[str, str], int] = {}
         self._blobs = MemoryBlobs()
         self._lock = threading.RLock()
@@ -292,16 +301,55 @@ class MemoryStore(CheckedAppends):
             checked = 0
             for t, upto in chain:
                 for ev, link in zip(t.own[: upto - t.base], t.links, strict=False):
-                    prev = chain_link(
-                        prev, ev.seq, ev.id, format_at(ev.at), encode_body(ev.event).digest
-                    )
+                    where = f"{session}/{t.name} seq {ev.seq}"
+                    digest = encode_body(ev.event).digest
+                    red = self._redacted.get(ev.id)
+                    if red is not None:  # a tombstone: its own digest, the chained one linked
+                        if digest != red[1]:
+                            problems.append(f"{where}: the redacted event does not match its digest")
+                        try:
+                            check_form(ev.event, red[0], where)
+                        except IntegrityError as exc:
+                            problems.append(str(exc).removesuffix("; run ctxline doctor"))
+                        digest = red[0]
+                    prev = chain_link(prev, ev.seq, ev.id, format_at(ev.at), digest)
                     checked += 1
                     if prev != link:
-                        problems.append(
-                            f"{session}/{t.name} seq {ev.seq}: the event does not match its hash link"
-                        )
+                        problems.append(f"{where}: the event does not match its hash link")
             own = chain[-1][0]
             return ChainCheck(session, timeline, own.head, own.link, checked, tuple(problems))
+
+    def _redact_rows(self, redactions: Sequence[Redaction]) -> int:
+        """Redactions (:func:`~ctxline.record.store.redaction.redact` is the one caller):
+        all checked first, then all written."""
+        with self._lock:
+            plan = []
+            for r in redactions:
+                where = f"{r.session}/{r.timeline} seq {r.seq}"
+                t = self._timeline(r.session, r.timeline)
+                if not t.base < r.seq <= t.head:
+                    raise ValidationError(f"{where}: no such event to redact", field="seq")
+                old = t.own[r.seq - t.base - 1]
+                if old.kind != r.event.kind:
+                    raise ValidationError(
+                        f"{where}: a {r.event.kind} event cannot replace a {old.kind} event",
+                        field="event",
+                    )
+                chained = self._digests[old.id]
+                try:
+                    check_form(r.event, chained, where)
+                except IntegrityError as exc:
+                    raise ValidationError(str(exc), field="event") from None
+                plan.append((t, old, r.event, chained))
+            for t, old, event, chained in plan:
+                t.own[old.seq - t.base - 1] = StoredEvent(old.seq, old.id, old.at, event)
+                self._redacted[old.id] = (chained, encode_body(event).digest)
+                self._words.pop(old.id, None)
+                for ref in removed_refs(old.event, event):
+                    self._blobs._data.pop(ref, None)
+                for key in [k for k in self._counts if k[0] == old.id]:
+                    del self._counts[key]
+            return len(plan)
 
     def _lookup(self, event_id: str) -> StoredEvent:
         session, timeline, seq = self._ids[event_id]

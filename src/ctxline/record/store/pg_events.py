@@ -28,7 +28,7 @@ from ctxline.record.codec import format_at, parse_at
 from ctxline.record.events import StoredEvent
 from ctxline.record.store.chain import GENESIS, Body, ChainCheck, chain_link
 from ctxline.record.store.checks import Existing, call_ids
-from ctxline.record.store.rows import Segment
+from ctxline.record.store.rows import Segment, parse_body
 from ctxline.record.store.sql_events import (
     ChainWalk,
     Row,
@@ -45,6 +45,7 @@ __all__ = [
     "copy_rows",
     "existing_ids",
     "fetch_all",
+    "has_redactions",
     "insert_events",
     "large_body",
     "link_at",
@@ -94,10 +95,17 @@ def link_at(conn: Conn, session: str, segments: Sequence[Segment], seq: int) -> 
 
 
 def read_events(
-    conn: Conn, session: str, timeline: str, after_seq: int, limit: int | None, chained: bool
+    conn: Conn,
+    session: str,
+    timeline: str,
+    after_seq: int,
+    limit: int | None,
+    chained: bool,
+    redactable: bool = False,
 ) -> list[StoredEvent]:
     segments, own = visible_segments(conn, session, timeline, chained)
     prev = link_at(conn, session, segments, min(after_seq, own.head)) if chained else ""
+    red = "c.digest, c.redacted" if chained and redactable else "NULL, NULL"
     join = (
         "LEFT JOIN chain c ON c.session = e.session AND c.timeline = e.timeline AND c.seq = e.seq"
         if chained
@@ -107,7 +115,7 @@ def read_events(
     def fetch(name: str, lo: int, upto: int, want: int | None) -> list[Row]:
         return fetch_all(
             conn,
-            f"SELECT e.seq, e.id, e.at, {SMALL_BODY}, {'c.link' if chained else 'NULL'}"
+            f"SELECT e.seq, e.id, e.at, {SMALL_BODY}, {'c.link' if chained else 'NULL'}, {red}"
             f" FROM events e {join}"
             " WHERE e.session = %s AND e.timeline = %s AND e.seq > %s AND e.seq <= %s"
             " ORDER BY e.seq LIMIT %s",
@@ -115,11 +123,11 @@ def read_events(
         )
 
     def fix(name: str, row: Row) -> Row:
-        seq, eid, at, body, link = row
+        seq, eid, at, body, link, digest, redacted = row
         seq = int(seq)
         if body is None:
             body = large_body(conn, session, name, seq)
-        return seq, eid, at, body, link
+        return seq, eid, at, body, link, digest, redacted
 
     return read_checked(
         session, timeline, after_seq, limit, chained, segments, own, prev, fetch, fix
@@ -265,15 +273,20 @@ def verify_segments(
     segments: Sequence[Segment],
     own: PgTimeline,
     start: str = GENESIS,
+    redactable: bool | None = None,
 ) -> ChainCheck:
     """The links of the events of ``segments`` recomputed from ``start`` (bodies hashed
-    by the server: ``sha256`` of their UTF-8, so no body crosses the wire)."""
+    by the server: ``sha256`` of their UTF-8, so no body crosses the wire; a redacted
+    one is read to check its form). ``redactable``: ``chain.redacted`` exists (None: look)."""
+    if redactable is None:
+        redactable = has_redactions(conn)
+    red = "c.redacted" if redactable else "NULL"
     walk = ChainWalk(session, start, segments[0].base if segments else 0)
     for seg in segments:
         lo = seg.base
         while not walk.full:
             rows = conn.execute(
-                "SELECT e.seq, e.id, e.at, c.digest, c.link,"
+                f"SELECT e.seq, e.id, e.at, c.digest, c.link, {red},"
                 " 'sha256:' || encode(sha256(convert_to(e.body, 'UTF8')), 'hex')"
                 " FROM events e LEFT JOIN chain c ON c.session = e.session"
                 " AND c.timeline = e.timeline AND c.seq = e.seq"
@@ -283,11 +296,28 @@ def verify_segments(
             ).fetchall()
             if not rows:
                 break
-            for seq, eid, at, digest, link, have in rows:
-                walk.row(seg.name, int(seq), eid, at, digest, link, have)
+            for seq, eid, at, digest, link, redacted, have in rows:
+                form = None
+                if redacted is not None:
+                    where = f"{session}/{seg.name} seq {int(seq)}"
+                    form = lambda n=seg.name, q=int(seq), w=where: parse_body(  # noqa: E731
+                        [large_body(conn, session, n, q)], w
+                    )
+                walk.row(seg.name, int(seq), eid, at, digest, link, have, redacted, form)
             lo = walk.last
         walk.end(seg)
     return walk.result(timeline, own)
+
+
+def has_redactions(conn: Conn) -> bool:
+    """Whether the schema has ``chain.redacted`` (version 6, ``redaction``)."""
+    return (
+        conn.execute(
+            "SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema()"
+            " AND table_name = 'chain' AND column_name = 'redacted'"
+        ).fetchone()
+        is not None
+    )
 
 
 def decode_meta(session: str, text: str) -> dict[str, Any]:

@@ -66,6 +66,7 @@ from ctxline.record.store.pg_blobs import PostgresBlobs
 from ctxline.record.store.pg_events import (
     call_key,
     existing_ids,
+    has_redactions,
     insert_events,
     link_at,
     read_events,
@@ -75,7 +76,9 @@ from ctxline.record.store.pg_events import (
 from ctxline.record.store.pg_health import pg_health
 from ctxline.record.store.pg_memory import PgMemories
 from ctxline.record.store.pg_migrations import PG_MIGRATIONS, apply_pg_migrations, index_events
+from ctxline.record.store.pg_redaction import redact_pg
 from ctxline.record.store.pg_sessions import PgSessions, _read_only, _tables, pg_failure, redact
+from ctxline.record.store.redaction import Redaction
 from ctxline.record.store.retry import append_with_retry
 from ctxline.record.store.rows import Segment
 from ctxline.record.store.sql_store import Dialect, Prepared, SqlEvents, prepare
@@ -157,6 +160,7 @@ class PostgresStore(CheckedAppends, PgSessions, SqlEvents):
                         " upgrade ctxline"
                     )
             self._chained = "chain" in tables
+            self._redactable = self._chained and has_redactions(first)
         self._pool: ConnectionPool[Conn] = ConnectionPool(
             dsn,
             min_size=1,
@@ -238,6 +242,12 @@ class PostgresStore(CheckedAppends, PgSessions, SqlEvents):
             for session, timeline in sorted({(b.session, b.timeline) for b in batches}):
                 visible_segments(conn, session, timeline, True, lock=True)
             return [self._append_rows(conn, b, p) for b, p in zip(batches, prepared, strict=True)]
+
+    def _redact_rows(self, redactions: Sequence[Redaction]) -> int:
+        """Redactions (:func:`~ctxline.record.store.redaction.redact` is the one caller)."""
+        self._writable("redact events")
+        with self._guard("redact events"), self._tx() as conn:
+            return redact_pg(conn, redactions)
 
     def _reading(self) -> AbstractContextManager[Conn]:
         return self._snapshot()

@@ -19,8 +19,9 @@ from typing import Any
 
 from ctxline.errors import IntegrityError, ValidationError
 from ctxline.record.codec import parse_at
-from ctxline.record.events import StoredEvent
+from ctxline.record.events import Event, StoredEvent
 from ctxline.record.store.chain import GENESIS, ChainCheck, chain_link
+from ctxline.record.store.redaction import check_form
 from ctxline.record.store.rows import Segment, body_digest, parse_body
 
 __all__ = [
@@ -37,7 +38,8 @@ __all__ = [
 MAX_PROBLEMS = 20
 
 Row = tuple[Any, ...]
-"""One event row as read: ``(seq, id, at, body, link)``."""
+"""One event row as read: ``(seq, id, at, body, link, digest, redacted)`` (``digest``, the
+chained one, and ``redacted``, the digest of a redacted body, may be None)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,7 +133,7 @@ def read_checked(
         rows = fetch(seg.name, lo, seg.upto, want)
         rows.reverse()
         while rows:
-            seq, eid, at, body, link = fix(seg.name, rows.pop())
+            seq, eid, at, body, link, digest, redacted = fix(seg.name, rows.pop())
             where = f"{session}/{seg.name} seq {seq}"
             if seq != last + 1:
                 raise IntegrityError(
@@ -142,7 +144,15 @@ def read_checked(
             if chained:
                 if link is None:
                     raise IntegrityError(f"{where} has no hash link; run ctxline doctor")
-                if chain_link(prev, seq, eid, at, body_digest(body)) != link:
+                have = body_digest(body)
+                if redacted is not None:  # a tombstone: its own digest, the chained one linked
+                    if have != redacted:
+                        raise IntegrityError(
+                            f"{where}: the redacted event does not match its tombstone digest"
+                            " (its body was changed outside ctxline); run ctxline doctor"
+                        )
+                    have = str(digest)
+                if chain_link(prev, seq, eid, at, have) != link:
                     raise IntegrityError(
                         f"{where}: the stored event does not match its hash link (its body,"
                         " seq, id or time was changed outside ctxline); run ctxline doctor"
@@ -151,6 +161,8 @@ def read_checked(
             box = [body]
             del body
             event = parse_body(box, where)
+            if chained and redacted is not None:
+                check_form(event, str(digest), where)
             try:
                 when = parse_at(at)
             except ValidationError:
@@ -186,13 +198,36 @@ class ChainWalk:
     problems: list[str] = field(default_factory=list)
 
     def row(
-        self, name: str, seq: int, eid: str, at: object, digest: Any, link: Any, have: str
+        self,
+        name: str,
+        seq: int,
+        eid: str,
+        at: object,
+        digest: Any,
+        link: Any,
+        have: str,
+        redacted: str | None = None,
+        form: Callable[[], Event] | None = None,
     ) -> None:
-        """One row: its seq after the last, its link from the previous and its digest."""
+        """One row: its seq after the last, its link from the previous and its digest; a
+        redacted row (``redacted``: its body's digest; ``form``: its event, parsed) is
+        checked against that digest and its mark, and linked by the chained digest."""
         where = f"{self.session}/{name} seq {seq}"
         self.checked += 1
         if seq != self.last + 1:
             self.problems.append(f"{self.session}/{name}: seq {self.last + 1}-{seq - 1} missing")
+        if redacted is not None:
+            if have != redacted:
+                self.problems.append(
+                    f"{where}: the redacted event does not match its tombstone digest (its body"
+                    " was changed outside ctxline)"
+                )
+            elif form is not None:
+                try:
+                    check_form(form(), str(digest), where)
+                except IntegrityError as exc:
+                    self.problems.append(str(exc).removesuffix("; run ctxline doctor"))
+            have = str(digest)
         if link is None:
             self.problems.append(f"{where} has no hash link")
         elif not isinstance(at, str) or chain_link(self.prev, seq, eid, at, have) != link:

@@ -17,7 +17,10 @@ from typing import Any
 
 from ctxline.errors import IntegrityError
 
-__all__ = ["chain_timelines", "record_sql"]
+__all__ = ["REDACTION_SQL", "chain_timelines", "record_sql"]
+
+REDACTION_SQL = "ALTER TABLE chain ADD COLUMN redacted TEXT"
+"""Migration 6, ``redaction``: the digest of a redacted body (NULL: not redacted)."""
 
 _RECORD = """
         CREATE TABLE sessions (

@@ -22,7 +22,7 @@ from typing import Any
 from ctxline.errors import Conflict
 from ctxline.record.events import Pending, StoredEvent
 from ctxline.record.store.base import MAIN, Batch, Clock, SearchHit
-from ctxline.record.store.chain import Body, ChainCheck
+from ctxline.record.store.chain import GENESIS, Body, ChainCheck
 from ctxline.record.store.checks import (
     Existing,
     check_pairing,
@@ -53,11 +53,11 @@ class Dialect:
     mark: str
     visible: Callable[[Any, str, str, bool], tuple[list[Segment], Timeline]]
     link_at: Callable[[Any, str, Sequence[Segment], int], str]
-    read: Callable[[Any, str, str, int, int | None, bool], list[StoredEvent]]
+    read: Callable[[Any, str, str, int, int | None, bool, bool], list[StoredEvent]]
     existing: Callable[[Any, Sequence[str]], dict[str, Existing]]
     insert: Callable[[Any, str, str, str, Sequence[StoredEvent], Sequence[Body]], str]
     index: Callable[[Any, Sequence[tuple[str, str, int, list[str]]]], int]
-    verify: Callable[[Any, str, str, Sequence[Segment], Timeline], ChainCheck]
+    verify: Callable[[Any, str, str, Sequence[Segment], Timeline, str, bool], ChainCheck]
     rank_sql: str
     """The search's ranking SELECT (seq, score) with ``{visible}`` to fill; its
     parameters are the query text, the session, the segments' and the limit."""
@@ -70,6 +70,8 @@ class SqlEvents:
 
     _sql: Dialect
     _chained: bool
+    _redactable: bool
+    """The schema has ``chain.redacted`` (version 6): reads check redacted rows."""
     _clock: Clock
     _new_id: Callable[[], str]
 
@@ -118,7 +120,9 @@ class SqlEvents:
     ) -> list[StoredEvent]:
         check_read(after_seq, limit)
         with self._reading() as conn:
-            return self._sql.read(conn, session, timeline, after_seq, limit, self._chained)
+            return self._sql.read(
+                conn, session, timeline, after_seq, limit, self._chained, self._redactable
+            )
 
     def verify_chain(self, session: str, timeline: str = MAIN) -> ChainCheck:
         with self._reading() as conn:
@@ -135,7 +139,9 @@ class SqlEvents:
                         " write open",
                     ),
                 )
-            return self._sql.verify(conn, session, timeline, segments, own)
+            return self._sql.verify(
+                conn, session, timeline, segments, own, GENESIS, self._redactable
+            )
 
     def search(
         self, session: str, query: str, *, timeline: str = MAIN, limit: int = 10
@@ -163,6 +169,8 @@ class SqlEvents:
             ).fetchall()
             rows = []
             for seq, score in ranked:
-                found = sql.read(conn, session, timeline, int(seq) - 1, 1, self._chained)
+                found = sql.read(
+                    conn, session, timeline, int(seq) - 1, 1, self._chained, self._redactable
+                )
                 rows += [(ev, float(score)) for ev in found if ev.seq == int(seq)]
         return to_hits(rows, parsed, limit)

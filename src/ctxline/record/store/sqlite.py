@@ -47,11 +47,13 @@ from ctxline.record.store.base import (
 )
 from ctxline.record.store.failures import sqlite_failure
 from ctxline.record.store.migrations import SQLITE_MIGRATIONS, apply_sqlite_migrations, index_events
+from ctxline.record.store.redaction import Redaction
 from ctxline.record.store.sql_store import Dialect, Prepared, SqlEvents, prepare
 from ctxline.record.store.sqlite_blobs import SQLiteBlobs
 from ctxline.record.store.sqlite_events import (
     Segment,
     existing_ids,
+    has_redactions,
     insert_events,
     link_at,
     read_events,
@@ -67,6 +69,7 @@ from ctxline.record.store.sqlite_files import (
 )
 from ctxline.record.store.sqlite_health import connection_health
 from ctxline.record.store.sqlite_memory import SQLiteMemories
+from ctxline.record.store.sqlite_redaction import redact_sqlite, scrub_sqlite
 from ctxline.record.store.sqlite_sessions import SQLiteSessions
 from ctxline.record.store.textsearch import Query
 from ctxline.record.store.writes import CheckedAppends
@@ -143,9 +146,11 @@ class SQLiteStore(CheckedAppends, SQLiteSessions, SqlEvents):
             if read_only:
                 self._chained = self._check_schema()
             else:
+                self._conn.execute("PRAGMA secure_delete = ON")  # freed cells are zeroed
                 with self._write("open the database for writing") as conn:
                     apply_sqlite_migrations(conn, self._clock)
                 self._chained = True
+            self._redactable = self._chained and has_redactions(self._conn)
         except sqlite3.Error as exc:
             self._conn.close()
             raise sqlite_failure(exc, self.path, "open the database") from None
@@ -174,6 +179,7 @@ class SQLiteStore(CheckedAppends, SQLiteSessions, SqlEvents):
         self._conn, self._immutable, self._held = conn, immutable, held
         self._state = file_state(file)
         self._chained = self._check_schema()
+        self._redactable = self._chained and has_redactions(self._conn)
 
     def _check_schema(self) -> bool:
         tables = {r[0] for r in self._conn.execute("SELECT name FROM sqlite_master")}
@@ -229,6 +235,21 @@ class SQLiteStore(CheckedAppends, SQLiteSessions, SqlEvents):
         self, conn: object, session: str, segments: list[Segment], batch: Sequence[Pending]
     ) -> Callable[[str], bool]:
         return lambda cid: self._known_call(session, segments, cid)
+
+    def _redact_rows(self, redactions: Sequence[Redaction]) -> int:
+        """Redactions (:func:`~ctxline.record.store.redaction.redact` is the one caller)."""
+        with self._write("redact events") as conn:
+            return redact_sqlite(conn, redactions)
+
+    def _scrub(self) -> None:
+        """No copy of erased text left in the files (``sqlite_redaction.scrub_sqlite``)."""
+        if self.read_only:
+            return
+        with self._lock:
+            try:
+                scrub_sqlite(self._conn)
+            except sqlite3.Error as exc:
+                raise sqlite_failure(exc, self.path, "erase") from None
 
     def head(self, session: str, timeline: str = MAIN) -> int:
         with self._reading() as conn:

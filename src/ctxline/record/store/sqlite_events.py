@@ -28,7 +28,7 @@ from collections.abc import Sequence
 
 from ctxline.errors import IntegrityError, UnknownSession, UnknownTimeline, ValidationError
 from ctxline.record.codec import format_at, parse_at
-from ctxline.record.events import StoredEvent
+from ctxline.record.events import Event, StoredEvent
 from ctxline.record.store.chain import (
     GENESIS,
     PIECE_CHARS,
@@ -52,6 +52,7 @@ __all__ = [
     "TimelineRow",
     "body_digest",
     "existing_ids",
+    "has_redactions",
     "insert_events",
     "link_at",
     "parse_body",
@@ -100,15 +101,18 @@ def read_events(
     after_seq: int,
     limit: int | None,
     chained: bool,
+    redactable: bool = False,
 ) -> list[StoredEvent]:
-    """The visible events after ``after_seq``, every row checked (see the module doc)."""
+    """The visible events after ``after_seq``, every row checked (see the module doc);
+    ``redactable``: the schema has ``chain.redacted`` (version 6)."""
     segments, own = visible_segments(conn, session, timeline, chained)
     prev = link_at(conn, session, segments, min(after_seq, own.head)) if chained else ""
+    red = "c.digest, c.redacted" if redactable else "NULL, NULL"
     join = (
-        "c.link FROM events e LEFT JOIN chain c ON c.session = e.session"
+        f"c.link, {red} FROM events e LEFT JOIN chain c ON c.session = e.session"
         " AND c.timeline = e.timeline AND c.seq = e.seq"
         if chained
-        else "NULL FROM events e"
+        else "NULL, NULL, NULL FROM events e"
     )
 
     def fetch(name: str, lo: int, upto: int, want: int | None) -> list[Row]:
@@ -190,6 +194,19 @@ def insert_events(
     return prev
 
 
+def has_redactions(conn: sqlite3.Connection) -> bool:
+    """Whether the schema has ``chain.redacted`` (version 6, ``redaction``)."""
+    return (
+        conn.execute("SELECT 1 FROM pragma_table_info('chain') WHERE name = 'redacted'").fetchone()
+        is not None
+    )
+
+
+def _parsed(conn: sqlite3.Connection, rowid: int, where: str) -> Event:
+    (body,) = conn.execute("SELECT CAST(body AS TEXT) FROM events WHERE rowid = ?", (rowid,)).fetchone()
+    return parse_body([body], where)
+
+
 def _streamed_digest(conn: sqlite3.Connection, rowid: int) -> str:
     h = hashlib.sha256()
     with conn.blobopen("events", "body", rowid, readonly=True) as blob:
@@ -205,23 +222,32 @@ def verify_segments(
     segments: Sequence[Segment],
     own: TimelineRow,
     start: str = GENESIS,
+    redactable: bool | None = None,
 ) -> ChainCheck:
     """The links of the events of ``segments`` recomputed, from ``start`` (the link
-    before the first segment's events); large bodies are hashed a piece at a time."""
+    before the first segment's events); large bodies are hashed a piece at a time.
+    ``redactable``: the schema has ``chain.redacted`` (None: look)."""
+    if redactable is None:
+        redactable = has_redactions(conn)
     walk = ChainWalk(session, start, segments[0].base if segments else 0)
+    red = "c.redacted" if redactable else "NULL"
     for seg in segments:
         rows = conn.execute(
-            "SELECT e.seq, e.id, e.at, c.digest, c.link, e.rowid,"
+            f"SELECT e.seq, e.id, e.at, c.digest, c.link, e.rowid, {red},"
             " CASE WHEN typeof(e.body) = 'blob' THEN NULL ELSE e.body END"
             " FROM events e LEFT JOIN chain c ON c.session = e.session"
             " AND c.timeline = e.timeline AND c.seq = e.seq"
             " WHERE e.session = ? AND e.timeline = ? AND e.seq > ? AND e.seq <= ? ORDER BY e.seq",
             (session, seg.name, seg.base, seg.upto),
         )
-        for seq, eid, at, digest, link, rowid, body in rows:
+        for seq, eid, at, digest, link, rowid, redacted, body in rows:
             have = body_digest(body) if body is not None else _streamed_digest(conn, rowid)
+            form = None
+            if redacted is not None:
+                where = f"{session}/{seg.name} seq {seq}"
+                form = lambda r=rowid, w=where: _parsed(conn, r, w)  # noqa: E731
             del body
-            walk.row(seg.name, seq, eid, at, digest, link, have)
+            walk.row(seg.name, seq, eid, at, digest, link, have, redacted, form)
             if walk.full:
                 break
         walk.end(seg)
