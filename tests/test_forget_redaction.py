@@ -144,7 +144,11 @@ def test_forget_erases_the_text_from_every_session_on_every_backend(
         store.close()
 
 
-_texts = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), min_size=0, max_size=160)
+_texts = st.text(  # (a NUL is refused by remember, before anything is stored)
+    st.characters(codec="utf-8", exclude_categories=["Cs"], exclude_characters="\x00"),
+    min_size=0,
+    max_size=160,
+)
 _tags = st.text(
     st.characters(codec="utf-8", exclude_categories=["Cs", "Cc"]), min_size=0, max_size=40
 )
