@@ -145,7 +145,7 @@ def _role(message: NeutralMessage) -> str:
 
 
 def _message_bytes(role: str, blocks: list[AnthropicBlock]) -> bytes:
-    return canonical_json({"role": role, "content": blocks})
+    return canonical_json({"role": role, "content": list(blocks)})
 
 
 class AnthropicAssembler:
