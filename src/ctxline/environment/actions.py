@@ -36,6 +36,7 @@ from ctxline.environment.slots import _validator, schema_problem
 from ctxline.environment.state import EnvState
 from ctxline.errors import ValidationError
 from ctxline.record.events import JsonValue
+from ctxline.record.jsonvalue import get_object
 from ctxline.render.neutral import ToolSpec
 
 if TYPE_CHECKING:
@@ -151,7 +152,7 @@ class ActionSpec:
                 field=f"actions.{self.name}.timeout",
             )
         object.__setattr__(self, "_args", _validator(dict(self.parameters), self.name))
-        props = self.parameters.get("properties") or {}
+        props = get_object(self.parameters, "properties")
         for arg in self.entities:
             if arg not in props:
                 raise ValidationError(

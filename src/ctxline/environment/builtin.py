@@ -25,6 +25,7 @@ from ctxline.environment.slots import SlotSpec
 from ctxline.environment.state import CONSTRAINT_SCHEMA, ENTITY, Constraint, EnvState
 from ctxline.environment.transaction import Tx
 from ctxline.record.events import JsonValue
+from ctxline.record.jsonvalue import JsonArray, as_array
 
 __all__ = ["BUILTIN_ACTIONS", "BUILTIN_SLOTS", "STEPS_CONSISTENT", "builtin_parts"]
 
@@ -87,15 +88,20 @@ def _constraint_exists(args: Mapping[str, Any], state: EnvState) -> Iterable[str
         )
 
 
+def _items(value: JsonValue) -> JsonArray:
+    """A list slot's value (unset reads as empty)."""
+    return as_array(value or [])
+
+
 def _remove_constraint(tx: Tx, args: Mapping[str, Any]) -> str:
     tx.set("constraints", [c.to_json() for c in tx.state.constraints if c.id != args["id"]])
     return f"Constraint {args['id']} is removed."
 
 
 def _step_pending(args: Mapping[str, Any], state: EnvState) -> Iterable[str]:
-    todo = state["todo_steps"] or []
+    todo = _items(state["todo_steps"])
     if args["step"] not in todo:
-        done = state["done_steps"] or []
+        done = _items(state["done_steps"])
         if args["step"] in done:
             yield f"step {json.dumps(args['step'])} is done already"
         else:
@@ -103,7 +109,7 @@ def _step_pending(args: Mapping[str, Any], state: EnvState) -> Iterable[str]:
 
 
 def _mark_step_done(tx: Tx, args: Mapping[str, Any]) -> str:
-    todo = [s for s in (tx.get("todo_steps") or []) if s != args["step"]]
+    todo = [s for s in _items(tx.get("todo_steps")) if s != args["step"]]
     tx.set("todo_steps", todo)
     tx.append("done_steps", args["step"])
     nxt = f" Next: {json.dumps(todo[0], ensure_ascii=False)}." if todo else " No steps are left."
@@ -111,7 +117,7 @@ def _mark_step_done(tx: Tx, args: Mapping[str, Any]) -> str:
 
 
 def _steps_consistent(state: EnvState, args: Mapping[str, Any]) -> str | None:
-    both = set(state["todo_steps"] or []) & set(state["done_steps"] or [])
+    both = set(_items(state["todo_steps"])) & set(_items(state["done_steps"]))
     if both:
         return f"steps {json.dumps(sorted(both), ensure_ascii=False)} are both pending and done"
     return None
@@ -133,22 +139,22 @@ def _pinnable(args: Mapping[str, Any], state: EnvState) -> Iterable[str]:
     yield from _slot_known(args, state)
     if args["slot"] in state and state.spec(args["slot"]).tier == "resident":
         yield f"slot {args['slot']} is resident: it is always shown"
-    elif args["slot"] in (state["pinned"] or []):
+    elif args["slot"] in _items(state["pinned"]):
         yield f"slot {args['slot']} is pinned already"
 
 
 def _pin(tx: Tx, args: Mapping[str, Any]) -> str:
-    tx.set("pinned", [*(tx.get("pinned") or []), args["slot"]])
+    tx.set("pinned", [*_items(tx.get("pinned")), args["slot"]])
     return f"Slot {args['slot']} is pinned: the ctx-env block shows it from the next request on."
 
 
 def _is_pinned(args: Mapping[str, Any], state: EnvState) -> Iterable[str]:
-    if args["slot"] not in (state["pinned"] or []):
-        yield f"slot {json.dumps(args['slot'])} is not pinned; pinned: {', '.join(state['pinned'] or []) or 'none'}"
+    if args["slot"] not in _items(state["pinned"]):
+        yield f"slot {json.dumps(args['slot'])} is not pinned; pinned: {', '.join(map(str, _items(state['pinned']))) or 'none'}"
 
 
 def _unpin(tx: Tx, args: Mapping[str, Any]) -> str:
-    tx.set("pinned", [s for s in (tx.get("pinned") or []) if s != args["slot"]])
+    tx.set("pinned", [s for s in _items(tx.get("pinned")) if s != args["slot"]])
     return f"Slot {args['slot']} is unpinned."
 
 
