@@ -23,6 +23,7 @@ from typing import Any, Protocol, TypedDict, runtime_checkable
 
 from ctxline.errors import CtxlineError
 from ctxline.record.events import JsonValue, ToolCall, UnknownEvent
+from ctxline.record.jsonvalue import JsonObject, as_int
 from ctxline.render.neutral import Provider
 from ctxline.view.prepare import Preparation
 
@@ -104,7 +105,11 @@ def _estimate(prep: Preparation | int) -> int:
         return prep
     tokens = prep.report["tokens"]
     assert isinstance(tokens, dict)
-    return int(tokens["total"])
+    return as_int(tokens["total"], "report.tokens.total")
+
+
+def _usage_json(usage: Usage) -> JsonObject:
+    return {k: v for k, v in usage.items() if isinstance(v, int)}
 
 
 def usage_record(
@@ -123,7 +128,7 @@ def usage_record(
     return {
         "model": model,
         "step": step,
-        "usage": dict(reply.usage),
+        "usage": _usage_json(reply.usage),
         "estimated_input": estimated,
         "estimator_error": (estimated - reported) / reported if reported > 0 else None,
     }
@@ -136,7 +141,7 @@ def usage_event(record: Mapping[str, JsonValue]) -> UnknownEvent:
 
 def estimator_summary(records: Iterable[Mapping[str, JsonValue]]) -> dict[str, JsonValue]:
     """Mean, mean absolute and worst relative error of the estimator over usage records."""
-    errors = [float(r["estimator_error"]) for r in records if r.get("estimator_error") is not None]
+    errors = [float(e) for r in records if isinstance(e := r.get("estimator_error"), int | float)]
     if not errors:
         return {"n": 0, "mean": None, "mean_abs": None, "max_abs": None}
     return {

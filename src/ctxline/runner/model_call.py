@@ -180,7 +180,7 @@ async def call_model(
         if reply.finish_reason:
             span.set("gen_ai.response.finish_reasons", [reply.finish_reason])
     calls, renamed = fresh_ids(reply.tool_calls, turn)
-    meta: dict[str, JsonValue] = {"runner": {"renamed_ids": renamed}} if renamed else {}
+    meta: dict[str, JsonValue] = {"runner": {"renamed_ids": list(renamed)}} if renamed else {}
     message = AssistantMessage(reply.text, calls, meta)
     event = usage_from_reply(
         reply,

@@ -30,6 +30,7 @@ from typing import Any
 
 from ctxline.models.base import ModelReply, Usage
 from ctxline.record.events import AssistantMessage, Event, JsonValue, ModelUsage, ToolCall
+from ctxline.record.jsonvalue import get_array
 
 __all__ = [
     "MAX_DEPTH",
@@ -141,7 +142,7 @@ def clean_reply(
             if renamed:
                 runner = meta.get("runner")
                 runner = dict(runner) if isinstance(runner, dict) else {}
-                runner["renamed_ids"] = [*runner.get("renamed_ids", []), *renamed]
+                runner["renamed_ids"] = [*get_array(runner, "renamed_ids"), *renamed]
                 meta["runner"] = runner
             event = AssistantMessage(text, calls, meta)
         elif isinstance(event, ModelUsage):

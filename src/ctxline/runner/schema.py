@@ -21,6 +21,8 @@ from typing import Any
 
 import docstring_parser
 
+from ctxline.record.jsonvalue import JsonValue, as_array, as_object
+
 __all__ = ["docstring", "is_context", "strip_titles", "type_name"]
 
 
@@ -61,13 +63,13 @@ def strip_titles(schema: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def type_name(prop: Mapping[str, Any]) -> str:
+def type_name(prop: Mapping[str, JsonValue]) -> str:
     if "enum" in prop:
-        return "one of " + "/".join(json.dumps(v) for v in prop["enum"])
+        return "one of " + "/".join(json.dumps(v) for v in as_array(prop["enum"]))
     if "type" in prop:
         return str(prop["type"])
     if "anyOf" in prop:
-        return " or ".join(type_name(p) for p in prop["anyOf"])
+        return " or ".join(type_name(as_object(p)) for p in as_array(prop["anyOf"]))
     if "$ref" in prop:
         return "object"
     return "any"
