@@ -41,6 +41,7 @@ from typing import Any
 from ctxline.errors import ValidationError
 from ctxline.record.codec import canonical_json
 from ctxline.record.events import JsonValue, ToolCall
+from ctxline.record.jsonvalue import JsonArray, JsonObject, as_str
 from ctxline.render.ids import ID_LIMITS, IdMap, OverlayIds, provider_id
 from ctxline.render.neutral import NeutralMessage, NeutralRequest, ToolSpec, check_pairing
 from ctxline.render.openai import arguments_text, schema, spec_text
@@ -64,7 +65,7 @@ MAX_BREAKPOINTS = 4
 
 _CACHE = {"type": "ephemeral"}
 
-AnthropicBlock = dict[str, Any]
+AnthropicBlock = JsonObject
 
 
 def tool_id(call_id: str) -> str:
@@ -82,7 +83,7 @@ def _text(text: str) -> list[AnthropicBlock]:
 
 def _tool_use(call: ToolCall, ids: IdMap) -> AnthropicBlock:
     args = call.arguments
-    tool_input = clean_json(args) if isinstance(args, dict) else {"_raw": arguments_text(args)}
+    tool_input: JsonObject = clean_json(args) if isinstance(args, dict) else {"_raw": arguments_text(args)}
     return {
         "type": "tool_use",
         "id": ids(call.id),
@@ -118,12 +119,12 @@ def _tool(spec: ToolSpec) -> AnthropicBlock:
     return tool
 
 
-def _tools(tools: Sequence[ToolSpec], marked: bool) -> list[AnthropicBlock]:
+def _tools(tools: Sequence[ToolSpec], marked: bool) -> JsonArray:
     """The tools array; ``marked``: the last tool carries the prefix's cache breakpoint."""
     out = [_tool(spec) for spec in tools]
     if marked and out:
         out[-1] = {**out[-1], "cache_control": dict(_CACHE)}
-    return out
+    return list(out)
 
 
 def _mark(block: AnthropicBlock) -> None:
@@ -224,10 +225,10 @@ class AnthropicAssembler:
         key = (system, tuple(tools), model, max_tokens, cache, canonical_json(dict(extra or {})))
         if key == self._head_key:
             return self._head_foot
-        body: dict[str, Any] = {"model": clean_text(model), "max_tokens": max_tokens}
+        body: JsonObject = {"model": clean_text(model), "max_tokens": max_tokens}
         system_blocks = _text(system)
         if system_blocks:
-            body["system"] = system_blocks
+            body["system"] = list(system_blocks)
         tools_bytes = b""
         if tools:  # rendered once per offered set (see ToolsBytes)
             body["tools"] = TOOLS_SLOT
@@ -281,8 +282,8 @@ class AnthropicAssembler:
         if groups and groups[-1][0] == "assistant":
             last = groups[-1][1]
             if last[-1]["type"] == "text":
-                stripped = last[-1]["text"].rstrip()
-                replaced = {"type": "text", "text": stripped}
+                stripped = as_str(last[-1]["text"]).rstrip()
+                replaced: AnthropicBlock = {"type": "text", "text": stripped}
                 if mark is not None and mark[1] is last[-1]:
                     mark = (mark[0], replaced)
                 if stripped:
