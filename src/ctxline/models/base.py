@@ -23,7 +23,7 @@ from typing import Any, Protocol, TypedDict, runtime_checkable
 
 from ctxline.errors import CtxlineError
 from ctxline.record.events import JsonValue, ToolCall, UnknownEvent
-from ctxline.record.jsonvalue import JsonObject, as_int
+from ctxline.record.jsonvalue import JsonObject, as_array, as_int, as_object, dig
 from ctxline.render.neutral import Provider
 from ctxline.view.prepare import Preparation
 
@@ -173,34 +173,37 @@ def _text_of(content: object) -> str:
     return "\n".join(parts)
 
 
-def _openai_messages(body: Mapping[str, Any]) -> list[dict[str, str]]:
+def _openai_messages(body: Mapping[str, JsonValue]) -> list[dict[str, str]]:
     out: list[dict[str, str]] = []
-    for message in body.get("messages", []):
+    for item in as_array(body.get("messages", []), "messages"):
+        message = as_object(item, "message")
         role = str(message.get("role", "user"))
         text = _text_of(message.get("content"))
         if role == "assistant" and message.get("tool_calls"):
             calls = [
-                _call_line(c["function"]["name"], c["function"].get("arguments", ""))
-                for c in message["tool_calls"]
+                _call_line(str(dig(c, "function", "name")), as_object(dig(c, "function")).get("arguments", ""))
+                for c in as_array(message["tool_calls"], "tool_calls")
             ]
             text = "\n".join([text, *calls]) if text else "\n".join(calls)
         out.append({"role": "system" if role == "developer" else role, "content": text})
     return out
 
 
-def _anthropic_messages(body: Mapping[str, Any]) -> list[dict[str, str]]:
+def _anthropic_messages(body: Mapping[str, JsonValue]) -> list[dict[str, str]]:
     out: list[dict[str, str]] = []
     system = _text_of(body.get("system"))
     if system:
         out.append({"role": "system", "content": system})
-    for message in body.get("messages", []):
+    for item in as_array(body.get("messages", []), "messages"):
+        message = as_object(item, "message")
         role = str(message.get("role", "user"))
         content = message.get("content")
         if isinstance(content, str):
             out.append({"role": role, "content": content})
             continue
         texts: list[str] = []
-        for block in content or []:
+        for part in as_array(content or [], "content"):
+            block = as_object(part, "block")
             kind = block.get("type")
             if kind == "text":
                 texts.append(str(block.get("text", "")))
