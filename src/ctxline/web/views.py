@@ -43,7 +43,7 @@ from ctxline.record.events import (
     UnknownEvent,
     UserMessage,
 )
-from ctxline.record.jsonvalue import get_object
+from ctxline.record.jsonvalue import JsonObject, get_object
 from ctxline.web.record import BlobRow
 
 __all__ = [
@@ -177,7 +177,7 @@ def summarize(event: Event) -> str:
 
 def event_json(stored: StoredEvent) -> str:
     """The event as the record holds it, indented (plain text for the template)."""
-    data: dict[str, Any] = {
+    data: JsonObject = {
         "seq": stored.seq,
         "id": stored.id,
         "at": stored.at.isoformat(),
