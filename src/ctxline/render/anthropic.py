@@ -41,7 +41,7 @@ from typing import Any
 from ctxline.errors import ValidationError
 from ctxline.record.codec import canonical_json
 from ctxline.record.events import JsonValue, ToolCall
-from ctxline.record.jsonvalue import JsonArray, JsonObject, as_str
+from ctxline.record.jsonvalue import JsonArray, JsonObject, as_object, as_str
 from ctxline.render.ids import ID_LIMITS, IdMap, OverlayIds, provider_id
 from ctxline.render.neutral import NeutralMessage, NeutralRequest, ToolSpec, check_pairing
 from ctxline.render.openai import arguments_text, schema, spec_text
@@ -226,9 +226,9 @@ class AnthropicAssembler:
         if key == self._head_key:
             return self._head_foot
         body: JsonObject = {"model": clean_text(model), "max_tokens": max_tokens}
-        system_blocks = _text(system)
+        system_blocks: JsonArray = [*_text(system)]  # body["system"] is this list, marked below
         if system_blocks:
-            body["system"] = list(system_blocks)
+            body["system"] = system_blocks
         tools_bytes = b""
         if tools:  # rendered once per offered set (see ToolsBytes)
             body["tools"] = TOOLS_SLOT
@@ -238,7 +238,7 @@ class AnthropicAssembler:
                 raise ValidationError("set by the renderer; it cannot come from extra", field=name)
             body[clean_text(name)] = clean_json(value)
         if cache and system_blocks:  # else the breakpoint is on the last tool
-            system_blocks[-1] = {**system_blocks[-1], "cache_control": dict(_CACHE)}
+            system_blocks[-1] = {**as_object(system_blocks[-1]), "cache_control": dict(_CACHE)}
         self._head_key, self._head_foot = key, split_body(body, tools_bytes)
         return self._head_foot
 
