@@ -44,6 +44,16 @@ from ctxline.discovery import (
 )
 from ctxline.importers import load_tree
 from ctxline.record.events import AssistantMessage, Event, JsonValue, ToolCall, ToolResult
+from ctxline.record.jsonvalue import (
+    as_array,
+    as_number,
+    as_object,
+    as_str,
+    dig,
+    get_array,
+    get_object,
+    get_str,
+)
 from ctxline.record.store import MemoryStore
 from ctxline.render.neutral import ToolSpec
 from ctxline.tokens.counters import get_counter
@@ -95,13 +105,12 @@ def core_tools(events: list[Event]) -> list[ToolSpec]:
 
 def arguments_for(spec: ToolSpec) -> dict[str, JsonValue]:
     """Arguments that fit a schema's required fields (what the agent would send)."""
-    props = spec.parameters.get("properties") or {}
+    props = get_object(spec.parameters, "properties")
     out: dict[str, JsonValue] = {}
-    for name in spec.parameters.get("required") or []:
-        kind = (props.get(name) or {}).get("type", "string")
-        out[name] = {"integer": 1, "number": 1, "boolean": False, "array": [], "object": {}}.get(
-            kind, "demo"
-        )
+    fits: dict[str, JsonValue] = {"integer": 1, "number": 1, "boolean": False, "array": [], "object": {}}
+    for name in map(as_str, get_array(spec.parameters, "required")):
+        kind = get_str(get_object(props, name), "type", "string")
+        out[name] = fits.get(kind, "demo")
     return out
 
 
@@ -120,7 +129,7 @@ class Run:
         self.ctx = Context(MemoryStore(), f"bench-{mode}", options=OPTIONS, sources=sources)
         self.preps: list[Preparation] = []
         self.ms: list[float] = []
-        self.search_hits: list[list[str]] = []
+        self.search_hits: list[JsonValue] = []
         self.n = 0
 
     def offer(self) -> None:
@@ -158,7 +167,7 @@ class Run:
             self.call(tool, args)
             return
         found = self.call(SEARCH_TOOLS, {"query": query})
-        revealed = found.meta["discovery"]["revealed"]
+        revealed = as_array(dig(found.meta, "discovery", "revealed"))
         self.search_hits.append(revealed)
         assert tool in revealed, (query, revealed)
         if self.mode == "native":
@@ -232,12 +241,12 @@ def main() -> int:
     for run in runs.values():
         run.replay(events)
     base = runs["all_tools"].figures(counter, None)
-    baseline = float(base["tool_tokens_per_request"])
+    baseline = as_number(base["tool_tokens_per_request"])
     modes = {"all_tools": base} | {
         m: runs[m].figures(counter, baseline) for m in ("native", "cache_stable")
     }
     native, stable = modes["native"], modes["cache_stable"]
-    best = min(("native", "cache_stable"), key=lambda m: modes[m]["input_cost_units"])
+    best = min(("native", "cache_stable"), key=lambda m: as_number(modes[m]["input_cost_units"]))
     print(
         json.dumps(
             {
@@ -252,10 +261,10 @@ def main() -> int:
                 "layout": f"{OPTIONS.provider}, {OPTIONS.tokenizer}",
                 "modes": modes,
                 "acceptance": {
-                    "native_share_le_15pct": native["share_of_all_tools"] <= 0.15,
-                    "cache_stable_share_le_15pct": stable["share_of_all_tools"] <= 0.15,
-                    "cache_stable_tools_breaks": stable["cache_breaks"].get("tools", 0),
-                    "native_tools_breaks_per_reveal_le_1": native["tools_breaks_per_reveal"] <= 1,
+                    "native_share_le_15pct": as_number(native["share_of_all_tools"]) <= 0.15,
+                    "cache_stable_share_le_15pct": as_number(stable["share_of_all_tools"]) <= 0.15,
+                    "cache_stable_tools_breaks": as_object(stable["cache_breaks"]).get("tools", 0),
+                    "native_tools_breaks_per_reveal_le_1": as_number(native["tools_breaks_per_reveal"]) <= 1,
                 },
                 "cheapest_mode": best.replace("_", "-"),
             }

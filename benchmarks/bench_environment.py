@@ -43,6 +43,7 @@ from ctxline.record.events import (
     ToolResult,
     UserMessage,
 )
+from ctxline.record.jsonvalue import as_object
 from ctxline.record.store import MemoryStore
 from ctxline.replay import model_calls
 from ctxline.sources.base import SourceStep, StepContext
@@ -287,7 +288,7 @@ def derive_slots(env: Environment, ctx: Context, results: Iterable[ToolResult]) 
             env.set(ctx, "user", user)
             made += 1
         elif result.name in RESERVATION_TOOLS and "reservation_id" in data:
-            current = dict(env.state(ctx)["reservations"] or {})
+            current = dict(as_object(env.state(ctx)["reservations"] or {}))
             current[str(data["reservation_id"])] = _reservation(data)
             env.set(ctx, "reservations", current)
             made += 1

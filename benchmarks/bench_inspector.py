@@ -41,13 +41,14 @@ from ctxline import (
     ToolResult,
     UserMessage,
 )
+from ctxline.record.jsonvalue import JsonObject
 from ctxline.record.store import SQLiteStore
 from ctxline.web.app import create_app
 from ctxline.web.record import open_record
 from ctxline.web.server import serve_in_thread
 
 SESSION = "bench/long-run"
-TOOLS = [
+TOOLS: list[JsonObject] = [
     {
         "name": "run",
         "description": "run a shell command",

@@ -34,6 +34,7 @@ from typing import Any
 from ctxline.context import Context
 from ctxline.importers import load_tree
 from ctxline.record.events import Pending
+from ctxline.record.jsonvalue import as_array, dig
 from ctxline.record.store import SQLiteStore
 from ctxline.replay import ReplayStats, replay_session
 from ctxline.tokens.counters import get_counter
@@ -83,7 +84,7 @@ def replay(folder: Path, window: int, max_output: int, tmp: Path) -> dict[str, A
             if step.prep is None:
                 continue
             every.append(step.ms)
-            if any(a["action"] in REDUCING for a in step.prep.report["actions"]):
+            if any(dig(a, "action") in REDUCING for a in as_array(step.prep.report["actions"])):
                 reducing.append(step.ms)
     store.close()
     summary = stats.summary()
@@ -114,7 +115,7 @@ def flat(size: int, steps: int, tmp: Path) -> dict[str, Any]:
         prep = ctx.prepare(now=now + timedelta(seconds=i + 1))
         ms = (time.perf_counter() - started) * 1000
         every.append(ms)
-        if any(a["action"] in REDUCING for a in prep.report["actions"]):
+        if any(dig(a, "action") in REDUCING for a in as_array(prep.report["actions"])):
             reducing.append(ms)
     store.close()
     return {"messages": size, "all": figures(every), "reducing": figures(reducing)}

@@ -106,7 +106,7 @@ def measure(
         "cold_ms": round(cold_ms, 2),
         "prepare_ms_p50": round(statistics.median(times), 3),
         "prepare_ms_p95": round(times[int(len(times) * 0.95) - 1], 3),
-        "request_tokens": prep.report["tokens"]["total"],
+        "request_tokens": prep.report.tokens.total,
         "body_mb": round(len(prep.body_bytes) / 1e6, 2),
     }
 

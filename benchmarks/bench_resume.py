@@ -39,11 +39,12 @@ from ctxline.record.events import (
     ToolResult,
     UserMessage,
 )
+from ctxline.record.jsonvalue import JsonObject
 from ctxline.record.parse import event_from_json
 from ctxline.record.store import open_store
 from ctxline.tokens.counters import get_counter
 
-TOOLS = [
+TOOLS: list[JsonObject] = [
     {
         "name": "bash",
         "description": "Run a shell command and return its output.",

@@ -157,7 +157,7 @@ def run_ctxline(
         if i >= WARMUP:
             prepare_ms.append((t2 - t1) * 1000)
             step_ms.append((t2 - t0) * 1000)
-            tokens.append(int(prep.report["tokens"]["total"]))
+            tokens.append(prep.report.tokens.total)
             (reducing if prep.report["actions"] else plain).append((t2 - t1) * 1000)
     return {
         "steps": steps,

@@ -12,6 +12,7 @@ from ctxline.record.jsonvalue import (
     JsonValue,
     as_array,
     as_int,
+    as_number,
     as_object,
     as_str,
     dig,
@@ -50,6 +51,15 @@ def test_narrowing_refuses_the_wrong_kind() -> None:
         as_array({})
     with pytest.raises(TypeError, match="expected a JSON object, got str"):
         as_object("{}")
+
+
+def test_numbers_are_ints_or_floats_never_booleans() -> None:
+    assert as_number(2) == 2
+    assert as_number(0.25) == 0.25
+    with pytest.raises(TypeError, match="share: expected a number, got bool"):
+        as_number(False, "share")
+    with pytest.raises(TypeError, match="expected a number, got str"):
+        as_number("1.5")
 
 
 def test_lenient_getters_fall_back_on_absence_and_wrong_kinds() -> None:

@@ -30,6 +30,7 @@ from ctxline.context import Context
 from ctxline.errors import CompactionError, ContextOverflow
 from ctxline.importers import ImportedSession
 from ctxline.record.events import AssistantMessage, Pending, StoredEvent, ToolResult, UserMessage
+from ctxline.record.jsonvalue import as_array, as_int, as_object, dig
 from ctxline.record.store import Store
 from ctxline.render.neutral import NeutralMessage, escape_json
 from ctxline.sources.status import StatusConfig
@@ -231,10 +232,10 @@ class ReplayStats:
             self.overflow_sessions.add(step.session)
             return
         report = step.prep.report
-        tokens, budget, prefix = report["tokens"], report["budget"], report["prefix"]
-        total = int(tokens["total"])
-        self.input_limit = int(budget["input_limit"])
-        reused = int(prefix["shared_tokens"]) if prefix["previous_step"] is not None else 0
+        tokens, budget, prefix = (as_object(report[k], k) for k in ("tokens", "budget", "prefix"))
+        total = as_int(tokens["total"], "tokens.total")
+        self.input_limit = as_int(budget["input_limit"], "budget.input_limit")
+        reused = as_int(prefix["shared_tokens"]) if prefix["previous_step"] is not None else 0
         broke = prefix["previous_step"] is not None and prefix["first_difference"] is not None
         self.steps += 1
         self.peak_tokens = max(self.peak_tokens, total)
@@ -251,8 +252,8 @@ class ReplayStats:
                 self.latest_fit_steps += 1
                 self.latest_fit_kept_steps += step.latest_kept
         self.breaks += broke
-        for action in report["actions"]:
-            self.actions[str(action["action"])] += 1
+        for action in as_array(report["actions"], "actions"):
+            self.actions[str(dig(action, "action"))] += 1
         for m in step.messages:
             if m.role == "tool" and m.text.startswith("[output shown as a preview") and m.seq:
                 self.offloads.add((step.session, m.seq))
@@ -266,7 +267,7 @@ class ReplayStats:
                     "limit": self.input_limit,
                     "reused": reused,
                     "break": broke,
-                    "actions": [a["action"] for a in report["actions"]],
+                    "actions": [dig(a, "action") for a in as_array(report["actions"])],
                 }
             )
 

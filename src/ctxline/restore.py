@@ -241,7 +241,7 @@ class TrustedMeta:
             revealed = discovery.get("revealed")
             tool = discovery.get("tool")
             if call.name == SEARCH_TOOLS and isinstance(revealed, list):
-                names = [n for n in revealed if isinstance(n, str)]
+                names: list[JsonValue] = [n for n in revealed if isinstance(n, str)]
                 out["discovery"] = {
                     "query": str(discovery.get("query", ""))[:500],
                     "revealed": names,

@@ -14,7 +14,11 @@ canonical JSON form escapes it as ``\\u0000``. JSON has no NaN or infinity (Pyth
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, overload
+
+if TYPE_CHECKING:  # typing only: the record sits above this module
+    from ctxline.record.jsonvalue import JsonObject, JsonValue
 
 __all__ = ["clean_json", "clean_text", "decode_bytes"]
 
@@ -34,11 +38,15 @@ def decode_bytes(data: bytes) -> str:
     return data.decode("utf-8", "replace")
 
 
-def clean_json(value: Any) -> Any:
+@overload
+def clean_json(value: Mapping[str, object]) -> JsonObject: ...
+@overload
+def clean_json(value: object) -> JsonValue: ...
+def clean_json(value: object) -> JsonValue:
     """A JSON value with every string (keys included) passed through :func:`clean_text`."""
     if isinstance(value, str):
         return clean_text(value)
-    if isinstance(value, dict):
+    if isinstance(value, Mapping):
         return {clean_text(str(k)): clean_json(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [clean_json(v) for v in value]

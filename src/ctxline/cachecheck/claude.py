@@ -22,11 +22,11 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 from ctxline.errors import ValidationError
 from ctxline.pricing import BilledUsage
 from ctxline.record.codec import parse_at
+from ctxline.record.jsonvalue import JsonArray, JsonObject, JsonValue, as_object, get_str
 
 __all__ = ["Call", "ContentBlock", "read_calls"]
 
@@ -70,7 +70,7 @@ class Call:
     """Local commands the user ran since the call before (``/mcp``, ``/model``, …)."""
 
 
-def _block_text(block: dict[str, Any]) -> str:
+def _block_text(block: JsonObject) -> str:
     kind = block.get("type")
     if kind == "text":
         return str(block.get("text") or "")
@@ -86,8 +86,8 @@ def _block_text(block: dict[str, Any]) -> str:
     return json.dumps(block, sort_keys=True, ensure_ascii=False)[:2000]
 
 
-def _blocks(role: str, content: Any) -> list[ContentBlock]:
-    items = content if isinstance(content, list) else [{"type": "text", "text": content}]
+def _blocks(role: str, content: JsonValue) -> list[ContentBlock]:
+    items: JsonArray = content if isinstance(content, list) else [{"type": "text", "text": content}]
     out = []
     for raw in items:
         if not isinstance(raw, dict):
@@ -100,8 +100,8 @@ def _blocks(role: str, content: Any) -> list[ContentBlock]:
     return out
 
 
-def _usage(raw: dict[str, Any], line: int) -> BilledUsage:
-    def count(key: str, where: dict[str, Any] = raw) -> int:
+def _usage(raw: JsonObject, line: int) -> BilledUsage:
+    def count(key: str, where: JsonObject = raw) -> int:
         value = where.get(key, 0)
         if value is None:
             return 0
@@ -124,14 +124,14 @@ def _usage(raw: dict[str, Any], line: int) -> BilledUsage:
     )
 
 
-def _read(path: Path) -> list[tuple[int, dict[str, Any]]]:
+def _read(path: Path) -> list[tuple[int, JsonObject]]:
     out = []
     with path.open(encoding="utf-8") as f:
         for n, text in enumerate(f, start=1):
             if not text.strip():
                 continue
             try:
-                rec = json.loads(text)
+                rec: JsonValue = json.loads(text)
             except json.JSONDecodeError as exc:
                 raise ValidationError(
                     f"not valid JSON ({exc.msg})", source=str(path), line=n
@@ -171,7 +171,7 @@ def read_calls(path: Path) -> list[Call]:
 
     calls: list[Call] = []
     firsts: dict[str, int] = {}
-    usage_raw: dict[str, dict[str, Any]] = {}
+    usage_raw: dict[str, JsonObject] = {}
     outputs: dict[str, list[ContentBlock]] = {}
     flags: list[tuple[bool, bool]] = []
     compacted = new_turn = False
@@ -188,8 +188,8 @@ def read_calls(path: Path) -> list[Call]:
             if not found and any(b.type != "tool_result" for b in blocks_of.get(i, ())):
                 new_turn = True
         elif kind == "assistant" and isinstance(r.get("message"), dict):
-            msg = r["message"]
-            mid = msg.get("id") if isinstance(msg.get("id"), str) else f"line-{n}"
+            msg = as_object(r["message"], "message")
+            mid = get_str(msg, "id", f"line-{n}")
             if mid not in firsts:
                 firsts[mid] = i
                 order.append(mid)
@@ -212,7 +212,7 @@ def read_calls(path: Path) -> list[Call]:
     for k, mid in enumerate(order):
         i = firsts[mid]
         n, rec = kept[i]
-        msg = rec["message"]
+        msg = as_object(rec["message"], "message")
         at = None
         if isinstance(rec.get("timestamp"), str):
             at = parse_at(rec["timestamp"], where="timestamp", line=n)

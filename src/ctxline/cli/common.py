@@ -37,6 +37,7 @@ from ctxline.cli.options import (
 )
 from ctxline.errors import ContextOverflow, CtxlineError, ValidationError
 from ctxline.importers.jsonread import MAX_LINE_BYTES, parse_json_bytes, read_line
+from ctxline.record.jsonvalue import JsonValue
 from ctxline.sources.status import StatusConfig
 from ctxline.sources.timectx import TimeConfig
 from ctxline.view.options import PrepareOptions
@@ -307,7 +308,7 @@ class CtxlineGroup(click.Group):
             report(exc)
 
 
-def iter_jsonl(stream: IO[bytes], source: str) -> Iterator[tuple[int, Any]]:
+def iter_jsonl(stream: IO[bytes], source: str) -> Iterator[tuple[int, JsonValue]]:
     """``(line number, value)`` for each non-blank JSON line of a binary stream.
 
     A line over :data:`~ctxline.importers._common.MAX_LINE_BYTES`, invalid JSON, an
@@ -331,7 +332,7 @@ def iter_jsonl(stream: IO[bytes], source: str) -> Iterator[tuple[int, Any]]:
         box = [raw]
         del raw
         try:
-            value = parse_json_bytes(box, line=number)
+            value: JsonValue = parse_json_bytes(box, line=number)
         except ValidationError as exc:
             raise exc.located(source=source) from None
         yield number, value

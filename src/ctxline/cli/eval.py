@@ -27,6 +27,7 @@ from ctxline.eval.report import html_report
 from ctxline.models import make_client
 from ctxline.models.base import ModelClient, ModelError, ModelReply, Provider
 from ctxline.record.events import JsonValue
+from ctxline.record.jsonvalue import as_array, as_number, as_object, dig
 
 __all__ = ["eval_cmd"]
 
@@ -83,13 +84,13 @@ def _table(summary: dict[str, JsonValue]) -> Table:
     for family, views in accuracy.items():
         cells = []
         for view in VIEWS:
-            a = views[view]
-            lo, hi = a["ci95"]
-            cells.append(f"{a['accuracy'] * 100:.0f} % [{lo * 100:.0f}–{hi * 100:.0f}]")
+            a = as_object(dig(views, view))
+            lo, hi = (as_number(x) for x in as_array(a["ci95"]))
+            cells.append(f"{as_number(a['accuracy']) * 100:.0f} % [{lo * 100:.0f}–{hi * 100:.0f}]")
         table.add_row(family, *cells)
     table.add_row(
         "tokens/request",
-        *(f"{tokens['all'][v]['input_mean']}" for v in VIEWS),
+        *(f"{dig(tokens, 'all', v, 'input_mean')}" for v in VIEWS),
         style="dim",
     )
     return table

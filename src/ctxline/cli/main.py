@@ -49,6 +49,7 @@ from ctxline.record.events import (
     Pending,
     StoredEvent,
 )
+from ctxline.record.jsonvalue import JsonObject
 from ctxline.record.parse import pending_from_json
 from ctxline.record.store import MAIN, Store, open_store
 from ctxline.record.store.base import check_pairing
@@ -144,7 +145,7 @@ def export_cmd(session: str, timeline: str, db: str) -> None:
         try:
             info = store.session(session)
             store.timeline(session, timeline)  # an unknown timeline fails before any output
-            header = {
+            header: JsonObject = {
                 "kind": "ctxline.session",
                 "session": session,
                 "timeline": timeline,

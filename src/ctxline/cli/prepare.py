@@ -11,7 +11,6 @@ import itertools
 import json
 import sys
 from collections.abc import Iterator
-from typing import Any
 
 import click
 from rich.console import Console
@@ -32,6 +31,7 @@ from ctxline.context import Context
 from ctxline.errors import ValidationError
 from ctxline.record.codec import canonical_json, parse_at
 from ctxline.record.events import RequestHeader, StoredEvent
+from ctxline.record.jsonvalue import JsonObject
 from ctxline.record.store import MAIN, open_store
 from ctxline.sources.statusbar import parse_status_mode
 
@@ -153,7 +153,7 @@ def requests_cmd(
                 out.write("]\n")
                 out.flush()
                 return
-            first: list[dict[str, Any]] = []
+            first: list[JsonObject] = []
             for row in rows:
                 first.append(row)
                 if len(first) > stream.TABLE_ROWS:
@@ -166,7 +166,7 @@ def requests_cmd(
 
 def _request_rows(
     events: Iterator[StoredEvent], since: int, limit: int | None
-) -> Iterator[dict[str, Any]]:
+) -> Iterator[JsonObject]:
     n = 0
     for ev in events:
         h = ev.event
@@ -189,7 +189,7 @@ def _tokens(value: object) -> Text | str:
     return f"{value:,}" if isinstance(value, int) else cell(str(value))
 
 
-def _request_table(rows: list[dict[str, Any]]) -> None:
+def _request_table(rows: list[JsonObject]) -> None:
     table = Table("step", "upto seq", "provider", "tokens", "sha256")
     for r in rows:
         table.add_row(
@@ -202,7 +202,7 @@ def _request_table(rows: list[dict[str, Any]]) -> None:
     Console().print(table)
 
 
-def _request_lines(rows: Iterator[dict[str, Any]]) -> None:
+def _request_lines(rows: Iterator[JsonObject]) -> None:
     """One line per request, written as the record is read (no layout of the whole)."""
     out = sys.stdout
     out.write(f"{'step':>7}  {'upto seq':>9}  {'provider':<9}  {'tokens':>9}  sha256\n")

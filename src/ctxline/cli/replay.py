@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import click
 from rich.console import Console
@@ -32,6 +32,7 @@ from ctxline.cli.common import (
 )
 from ctxline.errors import ValidationError
 from ctxline.importers import FORMATS, load_tree
+from ctxline.record.jsonvalue import JsonValue
 from ctxline.record.store import Store, open_store
 from ctxline.replay import ANTHROPIC_WRITE, ReplayStats, model_calls, replay_session
 from ctxline.sources.statusbar import parse_status_mode
@@ -206,7 +207,7 @@ def replay_cmd(
     _print_summary(summary, db)
 
 
-def _print_summary(summary: dict[str, Any], db: str) -> None:
+def _print_summary(summary: Mapping[str, JsonValue], db: str) -> None:
     table = Table("figure", "value", title="ctxline replay")
     for key, value in summary.items():
         if key == "options":

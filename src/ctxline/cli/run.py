@@ -39,6 +39,7 @@ from ctxline.errors import ValidationError
 from ctxline.models import make_client
 from ctxline.models.openai_client import WindowWarning
 from ctxline.pricing import format_usd
+from ctxline.record.jsonvalue import JsonObject
 from ctxline.record.store import open_store
 from ctxline.runner import Agent, Limits, StepResult, SubAgents, approval_policy, terminal_approval
 from ctxline.runner.tools import FunctionTool
@@ -98,7 +99,7 @@ STATUS_CHOICES = {"off": "off", "tail": "replace", "append": "append", "auto": "
 BUILTIN_NAMES = tuple(t.name for t in BUILTIN_TOOLS)
 
 
-def recorded_options(store: Any, session: str) -> dict[str, Any]:
+def recorded_options(store: Any, session: str) -> JsonObject:
     """The options the session's latest task was started with (``meta.run`` of its user
     message; empty when there is none)."""
     from ctxline.record.events import UserMessage

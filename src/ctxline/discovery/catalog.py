@@ -32,6 +32,7 @@ from typing import Any
 
 from ctxline.errors import ValidationError
 from ctxline.record.events import JsonValue
+from ctxline.record.jsonvalue import as_str
 from ctxline.record.store.textsearch import Query, parse_query, words
 from ctxline.render.neutral import ToolSpec, escape_json
 from ctxline.tags import escape
@@ -330,7 +331,7 @@ class Catalog:
         return out[:k]
 
 
-def _entries_of(data: JsonValue, where: str) -> Iterator[CatalogEntry]:
+def _entries_of(data: JsonValue | Mapping[str, JsonValue], where: str) -> Iterator[CatalogEntry]:
     """The entries of a catalog document (see :func:`load_catalog`)."""
     if isinstance(data, dict) and "servers" in data:
         servers = data["servers"]
@@ -367,11 +368,12 @@ def _tools_of(tools: list[JsonValue], where: str, server: str) -> Iterator[Catal
         tags = tool.get("tags") or ([server] if server else [])
         if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
             raise ValidationError(f"{at}.tags must be a list of strings", field="tags")
+        tag_names = [as_str(t) for t in tags]
         group = tool.get("group", server) or ""
         if not isinstance(group, str):
             raise ValidationError(f"{at}.group must be a string", field="group")
         yield _clean_entry(
-            tool.get("name"), tool.get("description"), params, tags, group, server, at
+            tool.get("name"), tool.get("description"), params, tag_names, group, server, at
         )
 
 
@@ -404,7 +406,7 @@ def load_catalog(source: str | Path | Mapping[str, JsonValue] | list[JsonValue])
                 f"{where}: not UTF-8 text ({exc.reason})", field="catalog"
             ) from None
         try:
-            data: JsonValue = json.loads(text)
+            data: JsonValue | Mapping[str, JsonValue] = json.loads(text)
         except json.JSONDecodeError as exc:
             raise ValidationError(
                 f"{where}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}",

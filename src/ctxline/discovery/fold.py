@@ -20,10 +20,11 @@ Fed each stored event once, in order (the view's cache and the runner feed it al
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ctxline.record.events import AssistantMessage, RequestHeader, StoredEvent, ToolResult, Tools
+from ctxline.record.jsonvalue import JsonObject, JsonValue
 from ctxline.sources.guide import MessageKind
 
 __all__ = ["CALL_TOOL", "SEARCH_TOOLS", "DiscoveryFold", "Revealed", "discovery_meta"]
@@ -32,7 +33,7 @@ SEARCH_TOOLS = "search_tools"
 CALL_TOOL = "call_tool"
 
 
-def discovery_meta(meta: dict[str, object]) -> dict[str, object]:
+def discovery_meta(meta: Mapping[str, JsonValue]) -> JsonObject:
     value = meta.get("discovery")
     return value if isinstance(value, dict) else {}
 
@@ -87,9 +88,9 @@ class DiscoveryFold:
         elif isinstance(event, Tools):
             self.array = frozenset(str(t.get("name", "")) for t in event.tools)
             dropped = event.meta.get("dropped")
-            for name in dropped if isinstance(dropped, list) else []:
-                self.revealed.pop(str(name), None)
-                self.protected.discard(str(name))
+            for gone in dropped if isinstance(dropped, list) else []:
+                self.revealed.pop(str(gone), None)
+                self.protected.discard(str(gone))
         elif isinstance(event, RequestHeader):
             self.seen_array = self.array
             self.seen_revealed = frozenset(self.revealed)

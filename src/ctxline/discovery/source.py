@@ -34,6 +34,7 @@ from typing import Any, Literal
 
 from ctxline.errors import ValidationError
 from ctxline.record.events import JsonValue, ToolCall
+from ctxline.record.jsonvalue import as_object
 from ctxline.render.neutral import ToolSpec
 from ctxline.sources.base import BaseSource, Block, SourceStep, StepContext
 from ctxline.sources.guide import MessageKind
@@ -91,7 +92,7 @@ def _spec(
     schema: dict[str, JsonValue] = {
         "type": "object",
         "properties": properties,
-        "required": required,
+        "required": list(required),
         "additionalProperties": False,
     }
     return ToolSpec(name, description, schema)
@@ -267,7 +268,7 @@ class Discovery(BaseSource):
             text, names = self.search_text(query, limit)
         except ValidationError as exc:
             return ToolOutcome(f"[search_tools: {escape(exc.message)}]", True)
-        meta: dict[str, JsonValue] = {"discovery": {"query": query[:500], "revealed": names}}
+        meta: dict[str, JsonValue] = {"discovery": {"query": query[:500], "revealed": list(names)}}
         return ToolOutcome(text, meta=meta)
 
     # --- checking a call against what the model saw ----------------------------------
@@ -375,7 +376,7 @@ class Discovery(BaseSource):
                 True,
             )
         return ToolOutcome(
-            str(handler(dict(inner.arguments))), meta={"discovery": {"tool": inner.name}}
+            str(handler(dict(as_object(inner.arguments, "arguments")))), meta={"discovery": {"tool": inner.name}}
         )
 
     def entry(self, name: str) -> CatalogEntry | None:

@@ -36,6 +36,7 @@ from ctxline.environment.slots import _validator, schema_problem
 from ctxline.environment.state import EnvState
 from ctxline.errors import ValidationError
 from ctxline.record.events import JsonValue
+from ctxline.record.jsonvalue import get_object
 from ctxline.render.neutral import ToolSpec
 
 if TYPE_CHECKING:
@@ -61,9 +62,9 @@ NO_PARAMETERS: dict[str, JsonValue] = {
     "additionalProperties": False,
 }
 
-Apply = Callable[["Tx", Mapping[str, Any]], "str | None"]
-Precheck = Callable[[Mapping[str, Any], EnvState], "Iterable[str] | str | None"]
-Perform = Callable[[Mapping[str, Any], EnvState], Any]
+Apply = Callable[["Tx", Mapping[str, JsonValue]], "str | None"]
+Precheck = Callable[[Mapping[str, JsonValue], EnvState], "Iterable[str] | str | None"]
+Perform = Callable[[Mapping[str, JsonValue], EnvState], Any]
 
 
 @dataclass(frozen=True)
@@ -71,14 +72,14 @@ class Check:
     """A named rule over (state, arguments) (see the module docstring)."""
 
     rule: str
-    test: Callable[[EnvState, Mapping[str, Any]], bool | str | None]
+    test: Callable[[EnvState, Mapping[str, JsonValue]], bool | str | None]
     fix: str = ""
     """How to satisfy it (the feedback says it; an ``unlock`` check's is "available after …")."""
     description: str = ""
     """What it requires, for the action's description (the rule name when empty)."""
 
 
-def check_problem(check: Check, state: EnvState, args: Mapping[str, Any]) -> str | None:
+def check_problem(check: Check, state: EnvState, args: Mapping[str, JsonValue]) -> str | None:
     """What is wrong (None when the check holds). A check that raises fails closed."""
     try:
         verdict = check.test(state, args)
@@ -92,7 +93,7 @@ def check_problem(check: Check, state: EnvState, args: Mapping[str, Any]) -> str
 
 
 def precheck_problems(
-    precheck: Precheck | None, args: Mapping[str, Any], state: EnvState
+    precheck: Precheck | None, args: Mapping[str, JsonValue], state: EnvState
 ) -> list[str]:
     """The problems a pre-check found (empty: none). A pre-check that raises is a problem."""
     if precheck is None:
@@ -151,7 +152,7 @@ class ActionSpec:
                 field=f"actions.{self.name}.timeout",
             )
         object.__setattr__(self, "_args", _validator(dict(self.parameters), self.name))
-        props = self.parameters.get("properties") or {}
+        props = get_object(self.parameters, "properties")
         for arg in self.entities:
             if arg not in props:
                 raise ValidationError(
@@ -164,7 +165,7 @@ class ActionSpec:
             return f"the arguments must be a JSON object, got {type(arguments).__name__}"
         return schema_problem(self._args, arguments)
 
-    def touched(self, args: Mapping[str, Any]) -> set[str]:
+    def touched(self, args: Mapping[str, JsonValue]) -> set[str]:
         """The entities this call names (``booking:ABC123``)."""
         out: set[str] = set()
         for arg, kind in self.entities.items():

@@ -43,6 +43,7 @@ from ctxline.environment.feedback import constraint_line, stamp
 from ctxline.environment.slots import SlotSpec, SlotValue
 from ctxline.environment.state import EnvState
 from ctxline.record.events import JsonValue
+from ctxline.record.jsonvalue import as_array
 from ctxline.sources.base import Block
 from ctxline.sources.lines import clip, one_line, value_line
 
@@ -177,7 +178,7 @@ def _lines(
     on_demand: bool,
     observed: Sequence[str] = (),
 ) -> tuple[list[str], list[str]]:
-    pinned = set(state["pinned"] or []) if "pinned" in state else set()
+    pinned = set(as_array(state["pinned"] or [])) if "pinned" in state else set()
     resident: list[str] = []
     extra: list[str] = []
     listed: list[str] = []

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
 
 from ctxline.environment.actions import ActionSpec, Check
 from ctxline.environment.feedback import stamp
@@ -25,6 +24,7 @@ from ctxline.environment.slots import SlotSpec
 from ctxline.environment.state import CONSTRAINT_SCHEMA, ENTITY, Constraint, EnvState
 from ctxline.environment.transaction import Tx
 from ctxline.record.events import JsonValue
+from ctxline.record.jsonvalue import JsonArray, as_array, as_str
 
 __all__ = ["BUILTIN_ACTIONS", "BUILTIN_SLOTS", "STEPS_CONSISTENT", "builtin_parts"]
 
@@ -60,22 +60,25 @@ def _text_param(name: str, description: str, limit: int) -> dict[str, JsonValue]
     }
 
 
-def _update_goal(tx: Tx, args: Mapping[str, Any]) -> str:
+def _update_goal(tx: Tx, args: Mapping[str, JsonValue]) -> str:
     tx.set("goal", args["goal"])
     return "The goal is updated."
 
 
-def _add_constraint(tx: Tx, args: Mapping[str, Any]) -> str:
+def _add_constraint(tx: Tx, args: Mapping[str, JsonValue]) -> str:
     current = tx.state.constraints
     numbers = [int(c.id[1:]) for c in current if c.by == "model" and c.id[1:].isdigit()]
     new = Constraint(
-        f"m{max(numbers, default=0) + 1}", args["text"], tuple(args.get("entities") or ()), "model"
+        f"m{max(numbers, default=0) + 1}",
+        as_str(args["text"], "text"),
+        tuple(as_str(e, "entities") for e in as_array(args.get("entities") or [])),
+        "model",
     )
     tx.set("constraints", [*(c.to_json() for c in current), new.to_json()])
     return f"Constraint {new.id} is added (as written by you: a reminder, it grants nothing)."
 
 
-def _constraint_exists(args: Mapping[str, Any], state: EnvState) -> Iterable[str]:
+def _constraint_exists(args: Mapping[str, JsonValue], state: EnvState) -> Iterable[str]:
     found = next((c for c in state.constraints if c.id == args["id"]), None)
     if found is None:
         ids = ", ".join(c.id for c in state.constraints) or "none"
@@ -87,31 +90,36 @@ def _constraint_exists(args: Mapping[str, Any], state: EnvState) -> Iterable[str
         )
 
 
-def _remove_constraint(tx: Tx, args: Mapping[str, Any]) -> str:
+def _items(value: JsonValue) -> JsonArray:
+    """A list slot's value (unset reads as empty)."""
+    return as_array(value or [])
+
+
+def _remove_constraint(tx: Tx, args: Mapping[str, JsonValue]) -> str:
     tx.set("constraints", [c.to_json() for c in tx.state.constraints if c.id != args["id"]])
     return f"Constraint {args['id']} is removed."
 
 
-def _step_pending(args: Mapping[str, Any], state: EnvState) -> Iterable[str]:
-    todo = state["todo_steps"] or []
+def _step_pending(args: Mapping[str, JsonValue], state: EnvState) -> Iterable[str]:
+    todo = _items(state["todo_steps"])
     if args["step"] not in todo:
-        done = state["done_steps"] or []
+        done = _items(state["done_steps"])
         if args["step"] in done:
             yield f"step {json.dumps(args['step'])} is done already"
         else:
             yield f"there is no pending step {json.dumps(args['step'])}; pending: {json.dumps(todo, ensure_ascii=False)}"
 
 
-def _mark_step_done(tx: Tx, args: Mapping[str, Any]) -> str:
-    todo = [s for s in (tx.get("todo_steps") or []) if s != args["step"]]
+def _mark_step_done(tx: Tx, args: Mapping[str, JsonValue]) -> str:
+    todo = [s for s in _items(tx.get("todo_steps")) if s != args["step"]]
     tx.set("todo_steps", todo)
     tx.append("done_steps", args["step"])
     nxt = f" Next: {json.dumps(todo[0], ensure_ascii=False)}." if todo else " No steps are left."
     return f"Step marked done.{nxt}"
 
 
-def _steps_consistent(state: EnvState, args: Mapping[str, Any]) -> str | None:
-    both = set(state["todo_steps"] or []) & set(state["done_steps"] or [])
+def _steps_consistent(state: EnvState, args: Mapping[str, JsonValue]) -> str | None:
+    both = set(_items(state["todo_steps"])) & set(_items(state["done_steps"]))
     if both:
         return f"steps {json.dumps(sorted(both), ensure_ascii=False)} are both pending and done"
     return None
@@ -124,31 +132,31 @@ STEPS_CONSISTENT = Check(
 )
 
 
-def _slot_known(args: Mapping[str, Any], state: EnvState) -> Iterable[str]:
+def _slot_known(args: Mapping[str, JsonValue], state: EnvState) -> Iterable[str]:
     if args["slot"] not in state:
         yield f"there is no slot {json.dumps(args['slot'])}; slots: {', '.join(state)}"
 
 
-def _pinnable(args: Mapping[str, Any], state: EnvState) -> Iterable[str]:
+def _pinnable(args: Mapping[str, JsonValue], state: EnvState) -> Iterable[str]:
     yield from _slot_known(args, state)
-    if args["slot"] in state and state.spec(args["slot"]).tier == "resident":
+    if args["slot"] in state and state.spec(as_str(args["slot"], "slot")).tier == "resident":
         yield f"slot {args['slot']} is resident: it is always shown"
-    elif args["slot"] in (state["pinned"] or []):
+    elif args["slot"] in _items(state["pinned"]):
         yield f"slot {args['slot']} is pinned already"
 
 
-def _pin(tx: Tx, args: Mapping[str, Any]) -> str:
-    tx.set("pinned", [*(tx.get("pinned") or []), args["slot"]])
+def _pin(tx: Tx, args: Mapping[str, JsonValue]) -> str:
+    tx.set("pinned", [*_items(tx.get("pinned")), args["slot"]])
     return f"Slot {args['slot']} is pinned: the ctx-env block shows it from the next request on."
 
 
-def _is_pinned(args: Mapping[str, Any], state: EnvState) -> Iterable[str]:
-    if args["slot"] not in (state["pinned"] or []):
-        yield f"slot {json.dumps(args['slot'])} is not pinned; pinned: {', '.join(state['pinned'] or []) or 'none'}"
+def _is_pinned(args: Mapping[str, JsonValue], state: EnvState) -> Iterable[str]:
+    if args["slot"] not in _items(state["pinned"]):
+        yield f"slot {json.dumps(args['slot'])} is not pinned; pinned: {', '.join(map(str, _items(state['pinned']))) or 'none'}"
 
 
-def _unpin(tx: Tx, args: Mapping[str, Any]) -> str:
-    tx.set("pinned", [s for s in (tx.get("pinned") or []) if s != args["slot"]])
+def _unpin(tx: Tx, args: Mapping[str, JsonValue]) -> str:
+    tx.set("pinned", [s for s in _items(tx.get("pinned")) if s != args["slot"]])
     return f"Slot {args['slot']} is unpinned."
 
 
@@ -174,8 +182,8 @@ def read_slot_text(state: EnvState, name: str) -> str:
     return f"{head}\n{body}"
 
 
-def _read_slot(tx: Tx, args: Mapping[str, Any]) -> str:
-    return read_slot_text(tx.state, args["slot"])
+def _read_slot(tx: Tx, args: Mapping[str, JsonValue]) -> str:
+    return read_slot_text(tx.state, as_str(args["slot"], "slot"))
 
 
 _SLOT_PARAM = _text_param("slot", "the slot's name, as the ctx-env block lists it", 64)

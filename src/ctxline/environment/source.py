@@ -44,6 +44,7 @@ from ctxline.record.events import (
     ToolResult,
     UserMessage,
 )
+from ctxline.record.jsonvalue import JsonObject
 from ctxline.sources.base import BaseSource, Block, SourceStep, StepContext, TailItem
 from ctxline.sources.guide import MessageKind
 from ctxline.sources.slots import ENV_KIND
@@ -189,7 +190,7 @@ class EnvironmentSource(BaseSource):
         if board is None:
             return None
         values = dict(board.refresh())
-        versions = {n: board.get(n).version for n in self.env.shared}
+        versions: JsonObject = {n: board.get(n).version for n in self.env.shared}
         return BoardRead(values, {"name": board.name, "head": board.head, "versions": versions})
 
     def step(self, fold: EnvFold, ctx: StepContext) -> SourceStep:

@@ -37,6 +37,7 @@ from ctxline.environment.block import strip_copied_meta
 from ctxline.environment.slots import SlotSpec, SlotValue, apply_change
 from ctxline.environment.state import EnvState
 from ctxline.record.events import JsonValue, Slot
+from ctxline.record.jsonvalue import as_object
 from ctxline.tools.errors import detailed_tool_error
 
 __all__ = [
@@ -287,7 +288,7 @@ def stage(
         tx.action, tx.call_id = attempt.action, attempt.call_id
         start = len(tx.events)
         try:
-            text = attempt.action.apply(tx, dict(attempt.arguments))
+            text = attempt.action.apply(tx, dict(as_object(attempt.arguments, "arguments")))
         except Rollback as rb:
             failed = Outcome(
                 feedback.rolled_back(rb.rule, rb.problem, rb.fix), "rolled_back", rule=rb.rule
@@ -385,7 +386,7 @@ def _perform(
         events = tuple(tx.events[start:end])
         if action.perform is not None:
             try:
-                done = result_text(_bounded(action, dict(attempt.arguments), after))
+                done = result_text(_bounded(action, dict(as_object(attempt.arguments, "arguments")), after))
             except Exception as exc:
                 out.append(
                     Outcome(detailed_tool_error(exc, attempt.name, attempt.arguments), "error")

@@ -17,6 +17,7 @@ from typing import Any
 
 from ctxline.eval.runner import EvalResult, Record
 from ctxline.eval.views import VIEWS
+from ctxline.record.jsonvalue import as_array, as_str, dig
 
 __all__ = ["html_report"]
 
@@ -102,14 +103,14 @@ def html_report(result: EvalResult) -> str:
     """The report page for ``result``."""
     summary = result.summary()
     estimator = "".join(
-        f"<tr><th>{v}</th><td>{escape(json.dumps(summary['estimator'][v]))}</td></tr>"
+        f"<tr><th>{v}</th><td>{escape(json.dumps(dig(summary, 'estimator', v)))}</td></tr>"
         for v in VIEWS
     )
-    notes = "".join(f"<li>{escape(str(n))}</li>" for n in summary["notes"])
+    notes = "".join(f"<li>{escape(str(n))}</li>" for n in as_array(summary["notes"]))
     head = (
         f"model <b>{escape(result.model)}</b>, {summary['n_per_family']} instances per family, "
         f"seed {summary['seed']}, temperature 0, {summary['prompts']} prompts "
-        f"(sha256 {summary['prompts_sha256'][:16]}…), {summary['errors']} errors, "
+        f"(sha256 {as_str(summary['prompts_sha256'])[:16]}…), {summary['errors']} errors, "
         f"{summary['seconds']} s"
     )
     return (

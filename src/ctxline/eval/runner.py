@@ -36,6 +36,7 @@ from ctxline.eval.views import VIEWS, render_views
 from ctxline.models.base import ModelClient, ModelError, Provider, estimator_summary, usage_record
 from ctxline.record.codec import canonical_json
 from ctxline.record.events import JsonValue
+from ctxline.record.jsonvalue import JsonObject, as_int, dig
 from ctxline.tokens.counters import TokenCounter, get_counter
 from ctxline.view.options import PrepareOptions
 
@@ -180,7 +181,7 @@ class EvalResult:
                     "accuracy": round(k / len(rows), 4) if rows else None,
                     "ci95": [lo, hi],
                 }
-                inputs = [int(r.usage["usage"]["input"]) for r in rows if not r.error]
+                inputs = [as_int(dig(r.usage, "usage", "input")) for r in rows if not r.error]
                 tok[view] = {
                     "input_mean": mean(float(n) for n in inputs),
                     "input_max": max(inputs, default=None),
@@ -190,7 +191,7 @@ class EvalResult:
             tokens[family] = tok
         return {
             "model": self.model,
-            "families": families,
+            "families": list(families),
             "n_per_family": self.config.n,
             "seed": self.config.seed,
             "temperature": 0,
@@ -229,7 +230,7 @@ def run_eval(
         try:
             reply = client.complete(prompt.body, provider=client.provider)
         except ModelError as exc:
-            empty = {"input": 0, "cache_read": 0, "cache_write": 0, "output": 0}
+            empty: JsonObject = {"input": 0, "cache_read": 0, "cache_write": 0, "output": 0}
             usage: dict[str, JsonValue] = {"usage": empty, "estimator_error": None}
             records.append(Record(prompt, "", None, False, usage, str(exc)))
         else:

@@ -37,6 +37,7 @@ from ctxline.record.events import (
     SystemMessage,
     UserMessage,
 )
+from ctxline.record.jsonvalue import as_int
 from ctxline.record.store import MAIN, MemoryStore
 from ctxline.render.anthropic import to_anthropic
 from ctxline.render.neutral import HistoryBuilder, NeutralRequest
@@ -138,7 +139,7 @@ def ctxline_view(
     prep = ctx.prepare(now=inst.now, tail=tail, log=False)
     tokens = prep.report["tokens"]
     assert isinstance(tokens, dict)
-    return prep.body, int(tokens["total"])
+    return prep.body, as_int(tokens["total"], "report.tokens.total")
 
 
 # --- the plain views ------------------------------------------------------------------

@@ -152,7 +152,7 @@ def parse_arguments(raw: object) -> JsonValue:
         return {}
     if isinstance(raw, str):
         try:
-            value = json.loads(raw, parse_constant=_reject_constant, parse_int=parse_int)
+            value: JsonValue = json.loads(raw, parse_constant=_reject_constant, parse_int=parse_int)
         except (ValueError, RecursionError, LongInteger):
             return clean_text(raw)
         if json_depth(value, MAX_DEPTH) is not None:

@@ -302,7 +302,7 @@ def _read(src: SourceFile, session_id: str) -> tuple[ImportedSession, dict[str, 
     if title:
         meta["title"] = title
     if reader.models:
-        meta["models"] = sorted(reader.models)
+        meta["models"] = [*sorted(reader.models)]
     if reader.skipped:
         meta["skipped"] = dict(sorted(reader.skipped.items()))
     if sidechain:

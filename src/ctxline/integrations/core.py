@@ -48,6 +48,7 @@ from ctxline.record.events import (
     UnknownEvent,
     UserMessage,
 )
+from ctxline.record.jsonvalue import get_array
 from ctxline.render.neutral import ToolSpec
 from ctxline.view.prepare import Preparation
 
@@ -77,7 +78,7 @@ def item_key(value: JsonValue) -> str:
     return hashlib.sha256(canonical_json(value)).hexdigest()[:16]
 
 
-def parse_arguments(raw: object) -> JsonValue:
+def parse_arguments(raw: JsonValue) -> JsonValue:
     """Call arguments as ctxline keeps them: parsed JSON, or the raw text when it is not JSON."""
     import json
 
@@ -86,9 +87,10 @@ def parse_arguments(raw: object) -> JsonValue:
     if not isinstance(raw, str):
         return raw
     try:
-        return json.loads(raw)
+        parsed: JsonValue = json.loads(raw)
     except ValueError:
         return raw
+    return parsed
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,7 +208,7 @@ class Bridge:
             self._names.update((c.id, c.name) for c in event.tool_calls)
         if info is None or info.get("name") != self.framework:
             return
-        for key in info.get("keys") or ():
+        for key in get_array(info, "keys"):
             self._positions.setdefault(str(key), []).append(len(self._keys))
             self._keys.append(str(key))
         if info.get("instructions"):

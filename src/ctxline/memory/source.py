@@ -36,6 +36,7 @@ from typing import Any
 from ctxline.errors import ValidationError
 from ctxline.memory.erase import Erased, erase_memory
 from ctxline.record.events import JsonValue, ToolCall
+from ctxline.record.jsonvalue import as_str
 from ctxline.record.store.memories import (
     SCOPES,
     Author,
@@ -89,7 +90,7 @@ def _spec(
         {
             "type": "object",
             "properties": props,
-            "required": required,
+            "required": list(required),
             "additionalProperties": False,
         },
     )
@@ -310,17 +311,22 @@ class Memory(BaseSource):
         tags = args.get("tags") or []
         if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
             return ToolOutcome("[remember: tags must be a list of strings.]", True)
+        tag_names = [as_str(t) for t in tags]
         scope = args.get("scope") or self.scope
         before = None
         key = args.get("key") or ""
         known = {e.id for e in self._existing(args.get("text"), key, scope)}
         try:
-            if isinstance(key, str) and key.strip() and is_scope(scope):
+            if not is_scope(scope):  # what remember() raises, for the model's own value
+                raise ValidationError(
+                    f"scope must be one of {list(SCOPES)}, got {scope!r}", field="scope"
+                )
+            if isinstance(key, str) and key.strip():
                 before = self.backend.by_key(scope, self.owner(scope), key.strip())
             entry = self.remember(
                 args.get("text"),  # type: ignore[arg-type]  # checked by the backend
                 key if isinstance(key, str) else "",
-                tags,
+                tag_names,
                 scope,
                 author="model",
                 session=str(getattr(env, "session", "")),

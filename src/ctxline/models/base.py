@@ -23,6 +23,7 @@ from typing import Any, Protocol, TypedDict, runtime_checkable
 
 from ctxline.errors import CtxlineError
 from ctxline.record.events import JsonValue, ToolCall, UnknownEvent
+from ctxline.record.jsonvalue import JsonObject, as_array, as_int, as_object, dig
 from ctxline.render.neutral import Provider
 from ctxline.view.prepare import Preparation
 
@@ -104,7 +105,11 @@ def _estimate(prep: Preparation | int) -> int:
         return prep
     tokens = prep.report["tokens"]
     assert isinstance(tokens, dict)
-    return int(tokens["total"])
+    return as_int(tokens["total"], "report.tokens.total")
+
+
+def _usage_json(usage: Usage) -> JsonObject:
+    return {k: v for k, v in usage.items() if isinstance(v, int)}
 
 
 def usage_record(
@@ -123,7 +128,7 @@ def usage_record(
     return {
         "model": model,
         "step": step,
-        "usage": dict(reply.usage),
+        "usage": _usage_json(reply.usage),
         "estimated_input": estimated,
         "estimator_error": (estimated - reported) / reported if reported > 0 else None,
     }
@@ -136,7 +141,7 @@ def usage_event(record: Mapping[str, JsonValue]) -> UnknownEvent:
 
 def estimator_summary(records: Iterable[Mapping[str, JsonValue]]) -> dict[str, JsonValue]:
     """Mean, mean absolute and worst relative error of the estimator over usage records."""
-    errors = [float(r["estimator_error"]) for r in records if r.get("estimator_error") is not None]
+    errors = [float(e) for r in records if isinstance(e := r.get("estimator_error"), int | float)]
     if not errors:
         return {"n": 0, "mean": None, "mean_abs": None, "max_abs": None}
     return {
@@ -168,34 +173,37 @@ def _text_of(content: object) -> str:
     return "\n".join(parts)
 
 
-def _openai_messages(body: Mapping[str, Any]) -> list[dict[str, str]]:
+def _openai_messages(body: Mapping[str, JsonValue]) -> list[dict[str, str]]:
     out: list[dict[str, str]] = []
-    for message in body.get("messages", []):
+    for item in as_array(body.get("messages", []), "messages"):
+        message = as_object(item, "message")
         role = str(message.get("role", "user"))
         text = _text_of(message.get("content"))
         if role == "assistant" and message.get("tool_calls"):
             calls = [
-                _call_line(c["function"]["name"], c["function"].get("arguments", ""))
-                for c in message["tool_calls"]
+                _call_line(str(dig(c, "function", "name")), as_object(dig(c, "function")).get("arguments", ""))
+                for c in as_array(message["tool_calls"], "tool_calls")
             ]
             text = "\n".join([text, *calls]) if text else "\n".join(calls)
         out.append({"role": "system" if role == "developer" else role, "content": text})
     return out
 
 
-def _anthropic_messages(body: Mapping[str, Any]) -> list[dict[str, str]]:
+def _anthropic_messages(body: Mapping[str, JsonValue]) -> list[dict[str, str]]:
     out: list[dict[str, str]] = []
     system = _text_of(body.get("system"))
     if system:
         out.append({"role": "system", "content": system})
-    for message in body.get("messages", []):
+    for item in as_array(body.get("messages", []), "messages"):
+        message = as_object(item, "message")
         role = str(message.get("role", "user"))
         content = message.get("content")
         if isinstance(content, str):
             out.append({"role": role, "content": content})
             continue
         texts: list[str] = []
-        for block in content or []:
+        for part in as_array(content or [], "content"):
+            block = as_object(part, "block")
             kind = block.get("type")
             if kind == "text":
                 texts.append(str(block.get("text", "")))

@@ -60,7 +60,7 @@ def _text(content: object) -> str:
     return str(content)
 
 
-def _arguments(value: object) -> JsonValue:
+def _arguments(value: JsonValue) -> JsonValue:
     """A call's arguments as an object (Chat Completions sends them as a JSON string)."""
     if isinstance(value, str):
         try:

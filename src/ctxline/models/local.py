@@ -58,6 +58,7 @@ from ctxline.models.base import (
 )
 from ctxline.models.chatml import chatml_messages, parse_tool_calls
 from ctxline.record.events import ToolCall
+from ctxline.record.jsonvalue import JsonObject, as_int
 
 __all__ = ["SMOLLM2_FILE", "LocalClient", "local_model_path"]
 
@@ -153,7 +154,7 @@ class _Worker:
         except OSError as exc:  # BrokenPipeError: it is gone
             raise _WorkerDied from exc
 
-    def receive(self) -> dict[str, Any]:
+    def receive(self) -> JsonObject:
         assert self.proc.stdout is not None
         try:
             line = self.proc.stdout.readline()
@@ -162,7 +163,7 @@ class _Worker:
         if not line:
             raise _WorkerDied
         try:
-            reply: dict[str, Any] = json.loads(line)
+            reply: JsonObject = json.loads(line)
         except ValueError as exc:
             raise _Unreadable(line[:200].decode("utf-8", "replace")) from exc
         return reply
@@ -219,7 +220,7 @@ class LocalClient:
         self.temperature = temperature
         self.max_output = max_output
         self._worker: _Worker | None = None
-        self._loaded: dict[str, Any] = {}
+        self._loaded: JsonObject = {}
         self._lock = threading.Lock()
         # located, never imported here: llama.cpp is loaded only in the worker
         try:
@@ -296,7 +297,7 @@ class LocalClient:
         self._loaded = ready
         return worker
 
-    def _exchange(self, worker: _Worker, request: Mapping[str, Any], doing: str) -> dict[str, Any]:
+    def _exchange(self, worker: _Worker, request: Mapping[str, Any], doing: str) -> JsonObject:
         """Send one line, read one; a worker that fails on the way is discarded. Lock held."""
         try:
             worker.send(request)
@@ -314,7 +315,7 @@ class LocalClient:
             self._worker = None
             raise
 
-    def _call(self, request: Mapping[str, Any]) -> dict[str, Any]:
+    def _call(self, request: Mapping[str, Any]) -> JsonObject:
         """One request and its reply; any death of the worker becomes a ModelError."""
         with self._lock:
             reply = self._exchange(self._running(), request, "during the request")
@@ -324,7 +325,7 @@ class LocalClient:
 
     def count(self, text: str) -> int:
         """Tokens of ``text`` in the model's own tokenizer."""
-        return int(self._call({"op": "count", "text": text})["tokens"])
+        return as_int(self._call({"op": "count", "text": text})["tokens"], "tokens")
 
     @property
     def context_window(self) -> int:
@@ -360,7 +361,7 @@ class LocalClient:
         if tools:
             request["tools"] = tools
         out = self._call(request)
-        reused = int(out["reused"])
+        reused = as_int(out["reused"], "reused")
         text, calls = str(out["text"]), tuple[ToolCall, ...]()
         if tools:
             names = {str(t["function"]["name"]) for t in tools if isinstance(t, Mapping)}
@@ -369,10 +370,10 @@ class LocalClient:
             text=text,
             tool_calls=calls,
             usage={
-                "input": int(out["prompt_tokens"]),
+                "input": as_int(out["prompt_tokens"], "prompt_tokens"),
                 "cache_read": max(0, reused - 1) if reused else 0,
                 "cache_write": 0,
-                "output": int(out["completion_tokens"]),
+                "output": as_int(out["completion_tokens"], "completion_tokens"),
             },
             model=self.name,
             finish_reason="tool_calls" if calls else str(out["finish_reason"]),

@@ -24,7 +24,10 @@ import os
 import signal
 import sys
 from collections.abc import Sequence
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # typing only: this file runs as a script, importing none of ctxline
+    from ctxline.record.jsonvalue import JsonObject
 
 __all__ = ["main", "serve"]
 
@@ -38,12 +41,12 @@ def _shared_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     return n
 
 
-def _write(out: IO[bytes], obj: dict[str, Any]) -> None:
+def _write(out: IO[bytes], obj: JsonObject) -> None:
     out.write(json.dumps(obj).encode("ascii") + b"\n")
     out.flush()
 
 
-def _complete(llama: Any, request: dict[str, Any]) -> dict[str, Any]:
+def _complete(llama: Any, request: dict[str, Any]) -> JsonObject:
     before = list(llama._input_ids)
     tools = request.get("tools") or None
     out = llama.create_chat_completion(
@@ -67,7 +70,7 @@ def _complete(llama: Any, request: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _error(exc: Exception) -> dict[str, Any]:
+def _error(exc: Exception) -> JsonObject:
     if isinstance(exc, ValueError | RuntimeError):  # e.g. a prompt longer than n_ctx
         return {"ok": False, "error": str(exc)}
     return {"ok": False, "error": f"{type(exc).__name__}: {exc}"}

@@ -148,7 +148,7 @@ def _body(event: Event) -> dict[str, JsonValue]:
             if event.seqs:
                 out["seqs"] = list(event.seqs)
             if event.refs:
-                out["refs"] = event.refs
+                out["refs"] = dict(event.refs)
             if event.upto_seq:
                 out["upto_seq"] = event.upto_seq
             if event.keep:

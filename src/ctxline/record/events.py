@@ -18,7 +18,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, ClassVar, Literal, TypeAlias, TypeGuard
+from typing import ClassVar, Literal, TypeAlias, TypeGuard
+
+from ctxline.record.jsonvalue import JsonValue
 
 __all__ = [
     "OWN_KINDS",
@@ -58,9 +60,6 @@ __all__ = [
     "is_rule_op",
     "is_todo_status",
 ]
-
-JsonValue: TypeAlias = Any
-"""A value that ``json.dumps`` accepts: dict, list, str, int, float, bool or None."""
 
 RuleOp = Literal["set", "replace", "revoke", "expired"]
 TodoStatus = Literal["pending", "in_progress", "completed", "cancelled"]

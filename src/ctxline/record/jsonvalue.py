@@ -26,6 +26,7 @@ __all__ = [
     "JsonValue",
     "as_array",
     "as_int",
+    "as_number",
     "as_object",
     "as_str",
     "dig",
@@ -71,6 +72,13 @@ def as_int(value: JsonValue, what: str = "value") -> int:
     if isinstance(value, int) and not isinstance(value, bool):
         return value
     raise TypeError(f"{what}: expected an integer, got {_kind(value)}")
+
+
+def as_number(value: JsonValue, what: str = "value") -> float:
+    """``value`` as a number (an integer or a float, not a boolean), or ``TypeError``."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return value
+    raise TypeError(f"{what}: expected a number, got {_kind(value)}")
 
 
 def dig(value: JsonValue, *path: str | int) -> JsonValue:

@@ -45,6 +45,7 @@ from ctxline.record.events import (
     UnknownEvent,
     UserMessage,
 )
+from ctxline.record.jsonvalue import as_int
 from ctxline.record.packed import unpack
 from ctxline.text import clean_json, clean_text
 
@@ -97,14 +98,14 @@ class _Reader:
         cleaned: dict[str, JsonValue] = clean_json(value)
         return cleaned
 
-    def items(self, name: str) -> list[Mapping[str, JsonValue]]:
+    def items(self, name: str) -> list[dict[str, JsonValue]]:
         value = self.obj.get(name, [])
         if not isinstance(value, list):
             raise self.fail(name, "expected a list")
         for i, item in enumerate(value):
             if not isinstance(item, dict):
                 raise self.fail(f"{name}[{i}]", "expected an object")
-        return value
+        return [item for item in value if isinstance(item, dict)]
 
     def sub(self, name: str, index: int, item: Mapping[str, JsonValue]) -> _Reader:
         return _Reader(item, self.line, f"{self.prefix}{name}[{index}].")
@@ -229,7 +230,7 @@ def _ints(r: _Reader, name: str) -> tuple[int, ...]:
         isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value
     ):
         raise r.fail(name, "expected a list of positive integers")
-    return tuple(value)
+    return tuple(as_int(v) for v in value)
 
 
 def _reduction(r: _Reader) -> Reduction:
@@ -239,7 +240,7 @@ def _reduction(r: _Reader) -> Reduction:
     return Reduction(
         action=r.choice("action", REDUCTION_ACTIONS),
         seqs=_ints(r, "seqs"),
-        refs=refs,
+        refs={k: as_int(v) for k, v in refs.items()},
         upto_seq=_int(r, "upto_seq") if "upto_seq" in r.obj else 0,
         keep=_ints(r, "keep"),
         summary=r.text("summary", required=False),

@@ -12,9 +12,8 @@ input is identical bytes and the cached prompt prefix stays stable.
 
 from __future__ import annotations
 
-from typing import Any
-
 from ctxline.record.codec import canonical_json
+from ctxline.record.jsonvalue import JsonObject
 from ctxline.render.anthropic import to_anthropic
 from ctxline.render.neutral import (
     INTERRUPTED,
@@ -46,7 +45,7 @@ __all__ = [
 ]
 
 
-def render_bytes(body: dict[str, Any]) -> bytes:
+def render_bytes(body: JsonObject) -> bytes:
     """The canonical JSON bytes of a request body (sorted keys, compact, UTF-8).
 
     A lone surrogate in a body built elsewhere becomes U+FFFD instead of failing

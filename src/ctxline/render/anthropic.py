@@ -41,6 +41,7 @@ from typing import Any
 from ctxline.errors import ValidationError
 from ctxline.record.codec import canonical_json
 from ctxline.record.events import JsonValue, ToolCall
+from ctxline.record.jsonvalue import JsonArray, JsonObject, as_object, as_str
 from ctxline.render.ids import ID_LIMITS, IdMap, OverlayIds, provider_id
 from ctxline.render.neutral import NeutralMessage, NeutralRequest, ToolSpec, check_pairing
 from ctxline.render.openai import arguments_text, schema, spec_text
@@ -64,7 +65,7 @@ MAX_BREAKPOINTS = 4
 
 _CACHE = {"type": "ephemeral"}
 
-AnthropicBlock = dict[str, Any]
+AnthropicBlock = JsonObject
 
 
 def tool_id(call_id: str) -> str:
@@ -82,7 +83,7 @@ def _text(text: str) -> list[AnthropicBlock]:
 
 def _tool_use(call: ToolCall, ids: IdMap) -> AnthropicBlock:
     args = call.arguments
-    tool_input = clean_json(args) if isinstance(args, dict) else {"_raw": arguments_text(args)}
+    tool_input: JsonObject = clean_json(args) if isinstance(args, dict) else {"_raw": arguments_text(args)}
     return {
         "type": "tool_use",
         "id": ids(call.id),
@@ -118,12 +119,12 @@ def _tool(spec: ToolSpec) -> AnthropicBlock:
     return tool
 
 
-def _tools(tools: Sequence[ToolSpec], marked: bool) -> list[AnthropicBlock]:
+def _tools(tools: Sequence[ToolSpec], marked: bool) -> JsonArray:
     """The tools array; ``marked``: the last tool carries the prefix's cache breakpoint."""
     out = [_tool(spec) for spec in tools]
     if marked and out:
         out[-1] = {**out[-1], "cache_control": dict(_CACHE)}
-    return out
+    return list(out)
 
 
 def _mark(block: AnthropicBlock) -> None:
@@ -145,7 +146,7 @@ def _role(message: NeutralMessage) -> str:
 
 
 def _message_bytes(role: str, blocks: list[AnthropicBlock]) -> bytes:
-    return canonical_json({"role": role, "content": blocks})
+    return canonical_json({"role": role, "content": list(blocks)})
 
 
 class AnthropicAssembler:
@@ -224,8 +225,8 @@ class AnthropicAssembler:
         key = (system, tuple(tools), model, max_tokens, cache, canonical_json(dict(extra or {})))
         if key == self._head_key:
             return self._head_foot
-        body: dict[str, Any] = {"model": clean_text(model), "max_tokens": max_tokens}
-        system_blocks = _text(system)
+        body: JsonObject = {"model": clean_text(model), "max_tokens": max_tokens}
+        system_blocks: JsonArray = [*_text(system)]  # body["system"] is this list, marked below
         if system_blocks:
             body["system"] = system_blocks
         tools_bytes = b""
@@ -237,7 +238,7 @@ class AnthropicAssembler:
                 raise ValidationError("set by the renderer; it cannot come from extra", field=name)
             body[clean_text(name)] = clean_json(value)
         if cache and system_blocks:  # else the breakpoint is on the last tool
-            system_blocks[-1] = {**system_blocks[-1], "cache_control": dict(_CACHE)}
+            system_blocks[-1] = {**as_object(system_blocks[-1]), "cache_control": dict(_CACHE)}
         self._head_key, self._head_foot = key, split_body(body, tools_bytes)
         return self._head_foot
 
@@ -281,8 +282,8 @@ class AnthropicAssembler:
         if groups and groups[-1][0] == "assistant":
             last = groups[-1][1]
             if last[-1]["type"] == "text":
-                stripped = last[-1]["text"].rstrip()
-                replaced = {"type": "text", "text": stripped}
+                stripped = as_str(last[-1]["text"]).rstrip()
+                replaced: AnthropicBlock = {"type": "text", "text": stripped}
                 if mark is not None and mark[1] is last[-1]:
                     mark = (mark[0], replaced)
                 if stripped:

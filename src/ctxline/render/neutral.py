@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Literal, assert_never
+from typing import Literal, assert_never, overload
 
 from ctxline.errors import ValidationError
 from ctxline.record.events import (
@@ -60,6 +60,7 @@ from ctxline.record.events import (
     UnknownEvent,
     UserMessage,
 )
+from ctxline.record.jsonvalue import JsonObject
 from ctxline.tags import escape
 
 __all__ = [
@@ -158,6 +159,10 @@ def system_text(events: Iterable[Event | StoredEvent]) -> str:
     return "\n\n".join(t for t in texts if t)
 
 
+@overload
+def escape_json(value: JsonObject, escape: Callable[[str], str]) -> JsonObject: ...
+@overload
+def escape_json(value: JsonValue, escape: Callable[[str], str]) -> JsonValue: ...
 def escape_json(value: JsonValue, escape: Callable[[str], str]) -> JsonValue:
     """``value`` with ``escape`` applied to every string in it (keys included)."""
     if isinstance(value, str):

@@ -39,6 +39,7 @@ from typing import Any
 from ctxline.errors import ValidationError
 from ctxline.record.codec import canonical_json
 from ctxline.record.events import JsonValue, ToolCall
+from ctxline.record.jsonvalue import JsonArray, JsonObject
 from ctxline.render.ids import ID_LIMITS, IdMap, OverlayIds
 from ctxline.render.neutral import (
     NeutralMessage,
@@ -76,19 +77,19 @@ def schema(parameters: Mapping[str, JsonValue]) -> dict[str, JsonValue]:
     return cleaned
 
 
-def _tool(spec: ToolSpec) -> dict[str, Any]:
-    function: dict[str, Any] = {"name": spec_text(spec.name)}
+def _tool(spec: ToolSpec) -> JsonObject:
+    function: JsonObject = {"name": spec_text(spec.name)}
     if spec.description:
         function["description"] = spec_text(spec.description)
     function["parameters"] = schema(spec.parameters)
     return {"type": "function", "function": function}
 
 
-def _tools(tools: Sequence[ToolSpec], marked: bool) -> list[dict[str, Any]]:
+def _tools(tools: Sequence[ToolSpec], marked: bool) -> JsonArray:
     return [_tool(spec) for spec in tools]
 
 
-def _call(call: ToolCall, ids: IdMap) -> dict[str, Any]:
+def _call(call: ToolCall, ids: IdMap) -> JsonObject:
     return {
         "id": ids(call.id),
         "type": "function",
@@ -96,7 +97,7 @@ def _call(call: ToolCall, ids: IdMap) -> dict[str, Any]:
     }
 
 
-def _message(message: NeutralMessage, ids: IdMap) -> dict[str, Any]:
+def _message(message: NeutralMessage, ids: IdMap) -> JsonObject:
     if message.role == "tool":
         return {
             "role": "tool",
@@ -137,7 +138,7 @@ class OpenAIAssembler:
     ) -> tuple[bytes, bytes]:
         key = (tuple(tools), model, max_tokens, canonical_json(dict(extra or {})))
         if key != self._head_key:
-            body: dict[str, Any] = {"model": clean_text(model)}
+            body: JsonObject = {"model": clean_text(model)}
             tools_bytes = b""
             if tools:  # rendered once per offered set, whatever else changes
                 body["tools"] = TOOLS_SLOT

@@ -21,9 +21,13 @@ import hashlib
 import secrets
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ctxline.record.codec import canonical_json
+from ctxline.record.jsonvalue import JsonArray, JsonObject
+
+if TYPE_CHECKING:
+    from ctxline.render.neutral import ToolSpec
 
 __all__ = ["TOOLS_SLOT", "BodyParts", "Stream", "ToolsBytes", "split_body"]
 
@@ -33,7 +37,7 @@ TOOLS_SLOT = "ctxline-tools-" + secrets.token_hex(16)
 replaces it with the ``tools`` bytes it is given."""
 
 
-def split_body(body: dict[str, Any], tools: bytes = b"") -> tuple[bytes, bytes]:
+def split_body(body: JsonObject, tools: bytes = b"") -> tuple[bytes, bytes]:
     """(bytes before the messages array's items, bytes after them); a ``tools`` value of
     :data:`TOOLS_SLOT` becomes the ``tools`` bytes (canonical JSON of the array)."""
     body = {**body, "messages": _PLACEHOLDER}
@@ -56,12 +60,12 @@ class ToolsBytes:
     per ``tools`` event, so a step compares it by identity, item by item.
     """
 
-    def __init__(self, render: Callable[[Sequence[Any], bool], list[Any]]) -> None:
+    def __init__(self, render: Callable[[Sequence[ToolSpec], bool], JsonArray]) -> None:
         self._render = render
-        self._key: tuple[tuple[Any, ...], bool] | None = None
+        self._key: tuple[tuple[ToolSpec, ...], bool] | None = None
         self._bytes = b""
 
-    def get(self, tools: Sequence[Any], marked: bool = False) -> bytes:
+    def get(self, tools: Sequence[ToolSpec], marked: bool = False) -> bytes:
         key = (tuple(tools), marked)
         if key != self._key:
             self._bytes = canonical_json(self._render(key[0], marked))

@@ -23,6 +23,7 @@ from ctxline.discovery.fold import DiscoveryFold
 from ctxline.record.authority import outside_problem, without_authority
 from ctxline.record.codec import canonical_json, event_to_json
 from ctxline.record.events import OWN_KINDS, Event, JsonValue, ToolCall, ToolResult
+from ctxline.record.jsonvalue import JsonObject
 from ctxline.runner.guards import Refusal, check_call, refusal_text, strategy_hint
 from ctxline.runner.permissions import PermissionRequest, resolve
 from ctxline.runner.sanitize import clean_arguments, clean_text, error_text
@@ -165,7 +166,7 @@ def _plan(agent: Agent, call: ToolCall, allowed: dict[str, int]) -> Planned:
 
 def _meta(planned: Planned, **runner: JsonValue) -> dict[str, JsonValue]:
     meta: dict[str, JsonValue] = {}
-    info = {k: v for k, v in runner.items() if v is not None}
+    info: JsonObject = {k: v for k, v in runner.items() if v is not None}
     if info:
         meta["runner"] = info
     if not planned.meta.trimmable:

@@ -21,6 +21,7 @@ from typing import Any
 
 from ctxline.models.base import ModelClient, ModelError, ModelReply
 from ctxline.record.events import AssistantMessage, Event, JsonValue, ModelFailure, ToolCall
+from ctxline.record.jsonvalue import JsonArray, JsonObject, as_array
 from ctxline.runner.tracing import AttrValue, Tracer, provider_name
 from ctxline.runner.usage import usage_from_reply
 from ctxline.view.options import PrepareOptions
@@ -88,8 +89,9 @@ def fresh_ids(calls: Sequence[ToolCall], turn: int) -> tuple[tuple[ToolCall, ...
     return tuple(out), renamed
 
 
-def _item(part: bytes) -> Any:
-    return json.loads(part[1:] if part[:1] == b"," else part)
+def _item(part: bytes) -> JsonValue:
+    item: JsonValue = json.loads(part[1:] if part[:1] == b"," else part)
+    return item
 
 
 class BodyDecoder:
@@ -104,9 +106,9 @@ class BodyDecoder:
 
     def __init__(self) -> None:
         self._parts: list[bytes] | None = None
-        self._items: list[Any] = []
+        self._items: JsonArray = []
         """The decoded items of ``_parts[1:]``, one per part."""
-        self._lead: tuple[bytes, dict[str, Any], list[Any]] | None = None
+        self._lead: tuple[bytes, JsonObject, JsonArray] | None = None
 
     def body(self, prep: Preparation) -> dict[str, Any]:
         parts, count = prep.parts.parts, prep.parts.count
@@ -115,13 +117,13 @@ class BodyDecoder:
         self._sync(parts, count)
         lead = parts[0]
         if self._lead is None or self._lead[0] != lead:
-            head: dict[str, Any] = json.loads(lead + b"]}")
-            self._lead = (lead, head, head.pop("messages"))
+            head: JsonObject = json.loads(lead + b"]}")
+            self._lead = (lead, head, as_array(head.pop("messages"), "messages"))
         _, head, first = self._lead
         suffix = prep.parts.suffix
-        foot: dict[str, Any] = json.loads(b'{"messages":[' + suffix.removeprefix(b","))
-        live = foot.pop("messages")
-        out = {**head, **foot, "messages": [*first, *self._items[: count - 1], *live]}
+        foot: JsonObject = json.loads(b'{"messages":[' + suffix.removeprefix(b","))
+        live = as_array(foot.pop("messages"), "messages")
+        out: JsonObject = {**head, **foot, "messages": [*first, *self._items[: count - 1], *live]}
         return dict(sorted(out.items()))
 
     def _sync(self, parts: list[bytes], count: int) -> None:
@@ -180,7 +182,7 @@ async def call_model(
         if reply.finish_reason:
             span.set("gen_ai.response.finish_reasons", [reply.finish_reason])
     calls, renamed = fresh_ids(reply.tool_calls, turn)
-    meta: dict[str, JsonValue] = {"runner": {"renamed_ids": renamed}} if renamed else {}
+    meta: dict[str, JsonValue] = {"runner": {"renamed_ids": list(renamed)}} if renamed else {}
     message = AssistantMessage(reply.text, calls, meta)
     event = usage_from_reply(
         reply,

@@ -30,6 +30,7 @@ from typing import Any
 
 from ctxline.models.base import ModelReply, Usage
 from ctxline.record.events import AssistantMessage, Event, JsonValue, ModelUsage, ToolCall
+from ctxline.record.jsonvalue import get_array
 
 __all__ = [
     "MAX_DEPTH",
@@ -59,7 +60,7 @@ class _NotPlain(ValueError):
     pass
 
 
-def _plain(value: Any, depth: int) -> JsonValue:
+def _plain(value: object, depth: int) -> JsonValue:
     if depth > MAX_DEPTH:
         raise _NotPlain("nested too deep")
     if value is None or isinstance(value, bool | int):
@@ -79,7 +80,7 @@ def _plain(value: Any, depth: int) -> JsonValue:
     raise _NotPlain(f"a {type(value).__name__}")
 
 
-def _as_text(value: Any) -> str:
+def _as_text(value: object) -> str:
     try:
         text = json.dumps(value, ensure_ascii=False, default=repr, allow_nan=True)
     except (ValueError, TypeError, RecursionError):
@@ -89,7 +90,7 @@ def _as_text(value: Any) -> str:
     return clean_text(text, MAX_ARGUMENT_CHARS)
 
 
-def clean_arguments(arguments: Any) -> JsonValue:
+def clean_arguments(arguments: object) -> JsonValue:
     """Plain JSON arguments unchanged (surrogates replaced); anything else as clipped text."""
     if isinstance(arguments, str):
         return clean_text(arguments, MAX_ARGUMENT_CHARS)
@@ -141,7 +142,7 @@ def clean_reply(
             if renamed:
                 runner = meta.get("runner")
                 runner = dict(runner) if isinstance(runner, dict) else {}
-                runner["renamed_ids"] = [*runner.get("renamed_ids", []), *renamed]
+                runner["renamed_ids"] = [*get_array(runner, "renamed_ids"), *renamed]
                 meta["runner"] = runner
             event = AssistantMessage(text, calls, meta)
         elif isinstance(event, ModelUsage):

@@ -21,6 +21,8 @@ from typing import Any
 
 import docstring_parser
 
+from ctxline.record.jsonvalue import JsonObject, JsonValue, as_array, as_object
+
 __all__ = ["docstring", "is_context", "strip_titles", "type_name"]
 
 
@@ -44,14 +46,14 @@ def docstring(fn: Callable[..., Any]) -> tuple[str, dict[str, str]]:
     return (parsed.description or "").strip(), {k: v for k, v in params.items() if v}
 
 
-def strip_titles(schema: dict[str, Any]) -> dict[str, Any]:
+def strip_titles(schema: JsonObject) -> JsonObject:
     """pydantic's schema without the ``title`` noise (names already say it)."""
-    out: dict[str, Any] = {}
+    out: JsonObject = {}
     for key, value in schema.items():
         if key == "title" and isinstance(value, str):
             continue
         if key == "properties" and isinstance(value, dict):
-            out[key] = {name: strip_titles(v) for name, v in value.items()}
+            out[key] = {name: strip_titles(as_object(v, name)) for name, v in value.items()}
         elif isinstance(value, dict):
             out[key] = strip_titles(value)
         elif isinstance(value, list):
@@ -61,13 +63,13 @@ def strip_titles(schema: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def type_name(prop: Mapping[str, Any]) -> str:
+def type_name(prop: Mapping[str, JsonValue]) -> str:
     if "enum" in prop:
-        return "one of " + "/".join(json.dumps(v) for v in prop["enum"])
+        return "one of " + "/".join(json.dumps(v) for v in as_array(prop["enum"]))
     if "type" in prop:
         return str(prop["type"])
     if "anyOf" in prop:
-        return " or ".join(type_name(p) for p in prop["anyOf"])
+        return " or ".join(type_name(as_object(p)) for p in as_array(prop["anyOf"]))
     if "$ref" in prop:
         return "object"
     return "any"

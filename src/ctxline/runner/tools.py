@@ -54,6 +54,7 @@ from pydantic_core import PydanticSerializationError, to_jsonable_python
 from ctxline.errors import ValidationError
 from ctxline.record.blobs import BlobStore
 from ctxline.record.events import JsonValue, ToolCall
+from ctxline.record.jsonvalue import as_object, get_array, get_object
 from ctxline.render.neutral import ToolSpec
 from ctxline.runner.isolate import check_isolable, in_worker_process
 from ctxline.runner.schema import docstring, is_context, strip_titles, type_name
@@ -185,10 +186,10 @@ class FunctionTool:
     def invalid_text(self, exc: ArgumentsInvalid, arguments: JsonValue) -> str:
         """The four-layer error of a call whose arguments did not validate (nothing ran)."""
         schema = self.spec.parameters
-        required = schema.get("required") or []
-        props = schema.get("properties") or {}
+        required = get_array(schema, "required")
+        props = get_object(schema, "properties")
         shape = ", ".join(
-            f"{name}{'' if name in required else '?'}: {type_name(props[name])}" for name in props
+            f"{name}{'' if name in required else '?'}: {type_name(as_object(props[name]))}" for name in props
         )
         hint = (
             f"The call was not run. Send a JSON object with the parameters of {self.name!r}"

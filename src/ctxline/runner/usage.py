@@ -27,6 +27,7 @@ from typing import Any
 from ctxline.models.base import ModelReply
 from ctxline.pricing import BilledUsage, PriceTable, cost, price_for
 from ctxline.record.events import JsonValue, ModelUsage
+from ctxline.record.jsonvalue import get_array, get_int
 
 __all__ = ["USAGE_FIELDS", "Totals", "call_cost", "price_name", "usage_from_reply"]
 
@@ -126,7 +127,7 @@ class Totals:
                 usage = child.get("own_usage")
                 if isinstance(usage, dict):
                     for name in USAGE_FIELDS:
-                        out[name] += int(usage.get(name) or 0)
+                        out[name] += get_int(usage, name)
         return out
 
     def cost_usd(self, *, with_children: bool = True) -> Decimal | None:
@@ -142,7 +143,7 @@ class Totals:
     def all_unpriced(self) -> list[str]:
         names = set(self.unpriced)
         for child in self.children.values():
-            names.update(str(n) for n in child.get("unpriced") or [])
+            names.update(str(n) for n in get_array(child, "unpriced"))
         return sorted(names)
 
     def tokens_spent(self) -> int:

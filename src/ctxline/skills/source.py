@@ -76,7 +76,7 @@ def _spec(
         {
             "type": "object",
             "properties": props,
-            "required": required,
+            "required": list(required),
             "additionalProperties": False,
         },
     )

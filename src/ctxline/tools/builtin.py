@@ -16,6 +16,7 @@ a handler that raises gives the detailed error result (:func:`~ctxline.tools.bas
 from __future__ import annotations
 
 from ctxline.record.events import ToolCall
+from ctxline.record.jsonvalue import JsonObject
 from ctxline.sources.todo import TODO_UPDATE, TODO_WRITE, TodoFold, apply_todo_call
 from ctxline.tools.base import Tool, ToolEnv, ToolOutcome
 from ctxline.tools.read_result import READ_RESULT, call_read_result
@@ -31,7 +32,7 @@ __all__ = [
 ]
 
 
-def _arguments(call: ToolCall) -> dict[str, object]:
+def _arguments(call: ToolCall) -> JsonObject:
     return call.arguments if isinstance(call.arguments, dict) else {}
 
 

@@ -8,7 +8,7 @@ the record and its header alone.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from functools import lru_cache
@@ -171,7 +171,9 @@ class PrepareOptions:
         values = {k: v for k, v in data.items() if k in known}
         values.setdefault("fresh_tokens", 0)
         values.setdefault("reduce_weight", 1.0)
-        return cls(**values)
+        # the logged values are JSON: the fields' own checks (__post_init__) judge them
+        make: Callable[..., PrepareOptions] = cls
+        return make(**values)
 
 
 @lru_cache(maxsize=64)

@@ -123,7 +123,7 @@ def _tools_json(cache: ViewCache, tools: tuple[ToolSpec, ...]) -> str:
     if not tools:
         return ""
     if cache.tools_json[0] != tools:  # the fold keeps one tuple per tools event
-        listed = [
+        listed: list[JsonValue] = [
             {"name": t.name, "description": t.description, "parameters": t.parameters}
             for t in tools
         ]

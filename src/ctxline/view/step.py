@@ -379,7 +379,7 @@ class _Step:
         gone = set(names)
         keep = tuple(tool_json(t) for t in self.cache.record.tools if t.name not in gone)
         left_out = [t.name for t in self.setup.tools if t.name not in {k["name"] for k in keep}]
-        meta: dict[str, JsonValue] = {"dropped": left_out, "offered": _sha(self.offered_json)}
+        meta: dict[str, JsonValue] = {"dropped": list(left_out), "offered": _sha(self.offered_json)}
         self.tools_dropped = (*self.tools_dropped, *names)
         self.add(Tools(keep, meta))
         self.render()

@@ -32,6 +32,7 @@ from decimal import Decimal
 
 from ctxline.pricing import ModelPrice, price_for, rebill_cost
 from ctxline.record.events import Guide, Reduction, StoredEvent, SystemMessage, Tools
+from ctxline.record.jsonvalue import as_object, get_array, get_int, get_object
 from ctxline.sources.branch import BranchMark
 from ctxline.web.data import Part, Rebuilt, rebuild_steps
 
@@ -258,7 +259,7 @@ def analyze_run(
     prev: Rebuilt | None = None
     for cur in rebuild_steps(events, branches):
         report = cur.header.report
-        budget = report.get("budget") or {}
+        budget = get_object(report, "budget")
         diff = None
         if prev is not None and prev.parts and cur.parts:
             diff = compare(prev, cur, events)
@@ -267,8 +268,8 @@ def analyze_run(
             cur.header_seq,
             dict(cur.composition),
             cur.total,
-            {k: int(budget.get(k) or 0) for k in ("input_limit", "pressure_line", "target")},
-            tuple(dict(a) for a in report.get("actions") or ()),
+            {k: get_int(budget, k) for k in ("input_limit", "pressure_line", "target")},
+            tuple(dict(as_object(a, "actions")) for a in get_array(report, "actions")),
             cur.error,
             diff,
         )

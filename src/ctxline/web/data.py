@@ -18,13 +18,22 @@ with its tokens and, for messages, the record event it shows and its bytes in th
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ctxline.errors import CtxlineError
 from ctxline.record.codec import canonical_json
 from ctxline.record.events import RequestHeader, StoredEvent
+from ctxline.record.jsonvalue import (
+    JsonObject,
+    JsonValue,
+    as_array,
+    as_object,
+    dig,
+    get_array,
+    get_str,
+)
 from ctxline.record.store.base import TimelineInfo
 from ctxline.render.anthropic import CONTINUED
 from ctxline.render.neutral import NeutralMessage
@@ -48,6 +57,8 @@ SECTIONS = ("tools", "system", "guide", "history", "summaries", "tail")
 """The composition of a request, in the order a provider caches it."""
 
 Span = tuple[int, int]
+SpanKey = tuple[str | int, ...]
+"""Where a span is in a body: keys and indexes from the top (``()``: the whole body)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,10 +213,9 @@ def _rebuild(
 def _parts(
     prep: Preparation, cache: ViewCache, counter: TokenCounter, options: PrepareOptions
 ) -> tuple[Part, ...]:
-    report: dict[str, Any] = prep.report.to_json()
-    tokens = report["tokens"]
+    tokens = prep.report.tokens
     body_bytes = prep.body_bytes
-    body = json.loads(body_bytes)
+    body: JsonObject = json.loads(body_bytes)
     spans = json_spans(body)
     assert spans[()] == (0, len(body_bytes)), "the body is not in canonical JSON form"
     parts: list[Part] = []
@@ -217,23 +227,24 @@ def _parts(
         add(
             "tools",
             "tools",
-            int(tokens["tools"]),
+            tokens.tools,
             json.dumps(body["tools"], indent=1, ensure_ascii=False),
             spans=(spans[("tools",)],),
         )
     openai = options.provider == "openai"
     if openai:
-        first = body["messages"][0] if body["messages"] else {}
+        rendered = as_array(body["messages"], "messages")
+        first = as_object(rendered[0], "messages[0]") if rendered else {}
         system = str(first.get("content") or "") if first.get("role") == "system" else ""
         system_span = (spans[("messages", 0)],) if system else ()
     else:
-        system = "\n\n".join(b.get("text", "") for b in body.get("system", []))
+        system = "\n\n".join(get_str(as_object(b, "system"), "text") for b in get_array(body, "system"))
         system_span = (spans[("system",)],) if "system" in body else ()
     guide = prep.guide.text if prep.guide is not None else ""
     guide_tokens = counter.count(guide) if guide and guide in system else 0
     persona = system.replace(guide, "", 1).strip("\n") if guide_tokens else system
     if system:
-        add("system", "system", int(tokens["system"]) - guide_tokens, persona, spans=system_span)
+        add("system", "system", tokens.system - guide_tokens, persona, spans=system_span)
     if guide_tokens:
         add("guide", "system", guide_tokens, guide, spans=system_span)
     view = list(prep.messages)
@@ -249,7 +260,7 @@ def _parts(
         )
         add(section, m.role, vm.tokens, _display(m), seq=m.seq, message=m, spans=located[i])
     if tail_text:
-        add("tail", "user", int(tokens["tail"]), tail_text, spans=located[len(view)])
+        add("tail", "user", tokens.tail, tail_text, spans=located[len(view)])
     return tuple(parts)
 
 
@@ -267,15 +278,15 @@ def _display(m: NeutralMessage) -> str:
 
 
 def _locate(
-    body: dict[str, Any],
-    spans: dict[tuple[Any, ...], Span],
+    body: JsonObject,
+    spans: dict[SpanKey, Span],
     messages: Sequence[NeutralMessage],
     *,
     openai: bool,
     offset: int,
 ) -> list[tuple[Span, ...]]:
     """The byte ranges of each neutral message in the body ('' ranges when they cannot be told)."""
-    rendered = body.get("messages", [])
+    rendered = get_array(body, "messages")
     if openai:  # one body message per neutral message, after the system message
         if len(rendered) - offset != len(messages):
             return [()] * len(messages)
@@ -294,9 +305,9 @@ def _locate(
     out: list[list[Span]] = [[] for _ in messages]
     continued = bool(messages) and messages[0].role == "assistant"
     for mi, msg in enumerate(rendered):
-        for bi, block in enumerate(msg.get("content", [])):
-            kind = block.get("type")
-            if continued and mi == 0 and kind == "text" and block.get("text") == CONTINUED:
+        for bi, block in enumerate(get_array(as_object(msg, "message"), "content")):
+            kind = as_object(block, "block").get("type")
+            if continued and mi == 0 and kind == "text" and dig(block, "text") == CONTINUED:
                 continue
             queue = queues.get(str(kind))
             if not queue:
@@ -305,12 +316,12 @@ def _locate(
     return [tuple(s) for s in out]
 
 
-def json_spans(body: dict[str, Any]) -> dict[tuple[Any, ...], Span]:
+def json_spans(body: JsonObject) -> dict[SpanKey, Span]:
     """Byte ranges in the canonical JSON of ``body`` of: the whole, each top-level key's value,
     each item of top-level lists, and each item of ``messages[i]["content"]`` lists."""
-    out: dict[tuple[Any, ...], Span] = {}
+    out: dict[SpanKey, Span] = {}
 
-    def size(value: Any) -> int:
+    def size(value: JsonValue) -> int:
         return len(canonical_json(value))
 
     pos = 1
@@ -336,14 +347,14 @@ def json_spans(body: dict[str, Any]) -> dict[tuple[Any, ...], Span]:
 
 
 def _content_spans(
-    out: dict[tuple[Any, ...], Span], message: dict[str, Any], i: int, start: int, size: Any
+    out: dict[SpanKey, Span], message: JsonObject, i: int, start: int, size: Callable[[JsonValue], int]
 ) -> None:
     pos = start + 1
     for n, key in enumerate(sorted(message)):
         pos += (1 if n else 0) + size(key) + 1
         if key == "content":
             block_pos = pos + 1
-            for j, block in enumerate(message["content"]):
+            for j, block in enumerate(as_array(message["content"])):
                 block_pos += 1 if j else 0
                 out[("messages", i, "content", j)] = (block_pos, block_pos + size(block))
                 block_pos += size(block)

@@ -73,7 +73,7 @@ svg.chart{display:block;width:100%;height:auto}svg text{font:10px system-ui,sans
 """
 
 
-def format_value(value: Any) -> str:
+def format_value(value: object) -> str:
     """A summary figure as the page shows it (integers grouped, ratios as given)."""
     if value is None:
         return "—"

@@ -43,6 +43,7 @@ from ctxline.record.events import (
     UnknownEvent,
     UserMessage,
 )
+from ctxline.record.jsonvalue import JsonObject, get_object
 from ctxline.web.record import BlobRow
 
 __all__ = [
@@ -154,7 +155,7 @@ def summarize(event: Event) -> str:
         case Tools(tools=tools):
             return one_line(f"{len(tools)} tools: " + ", ".join(str(t.get("name")) for t in tools))
         case RequestHeader(step=step, report=report):
-            tokens = (report.get("tokens") or {}).get("total")
+            tokens = get_object(report, "tokens").get("total")
             return f"step {step}: {tokens:,} tokens" if isinstance(tokens, int) else f"step {step}"
         case Reduction(action=action, saved_tokens=saved, seqs=seqs, upto_seq=upto):
             where = f"up to seq {upto}" if action == "compact" else f"{len(seqs)} results"
@@ -176,7 +177,7 @@ def summarize(event: Event) -> str:
 
 def event_json(stored: StoredEvent) -> str:
     """The event as the record holds it, indented (plain text for the template)."""
-    data: dict[str, Any] = {
+    data: JsonObject = {
         "seq": stored.seq,
         "id": stored.id,
         "at": stored.at.isoformat(),
