@@ -37,6 +37,7 @@ from ctxline.record.events import (
     ToolResult,
     UserMessage,
 )
+from ctxline.record.jsonvalue import JsonObject
 from ctxline.record.store import MAIN
 from ctxline.record.store.memory import MemoryStore
 from ctxline.render.ids import ID_LIMITS, ID_PATTERN
@@ -182,7 +183,7 @@ def build(channel: str, payload: str, provider: str) -> dict[str, Any]:
 
 
 def _todo(ctx: Context, channel: str, value: str) -> None:
-    item = {"id": value if channel == "todo_id" else "1", "content": value if channel == "todo_content" else "call mom"}
+    item: JsonObject = {"id": value if channel == "todo_id" else "1", "content": value if channel == "todo_content" else "call mom"}
     call = ToolCall("t1", "todo_write", {"items": [item, {"id": "2", "content": "buy milk"}]})
     ctx.append(AssistantMessage("", (call,)))
     outcome = ctx.call_tool(call)

@@ -18,6 +18,7 @@ from ctxline.cli import main
 from ctxline.importers import load
 from ctxline.pricing import MILLION, price_for
 from ctxline.record.events import AssistantMessage
+from ctxline.record.jsonvalue import JsonObject, as_object
 
 BUNDLED = REPO / "examples" / "data" / "claude-code" / "short.jsonl"
 
@@ -52,11 +53,11 @@ def test_the_bundled_session_lists_its_cold_start_with_a_cause() -> None:
     assert Decimal(row["cost_usd"]) == expected
 
 
-def importer_usage(path: Path) -> list[dict[str, int]]:
+def importer_usage(path: Path) -> list[JsonObject]:
     sessions = load(path)
     main_session = sessions[0]
     return [
-        p.event.meta["usage"]
+        as_object(p.event.meta["usage"], "usage")
         for p in main_session.events
         if isinstance(p.event, AssistantMessage) and "usage" in p.event.meta
     ]

@@ -7,7 +7,7 @@ import os
 import threading
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -15,6 +15,7 @@ from ctxline import MemoryStore
 from ctxline.models.base import ModelReply, Usage
 from ctxline.models.scripted import ScriptedModel
 from ctxline.record.events import AssistantMessage, State, ToolCall, ToolResult
+from ctxline.record.jsonvalue import JsonObject, JsonValue
 from ctxline.record.store import SQLiteStore
 from ctxline.record.store.base import Store
 from ctxline.runner import Agent, tool
@@ -244,7 +245,7 @@ def test_a_hung_environment_side_effect_is_abandoned_and_run_returns(calls: int)
         release.wait()
         return "paid"
 
-    params = {
+    params: JsonObject = {
         "type": "object",
         "properties": {"amount": {"type": "integer"}},
         "required": ["amount"],
@@ -275,7 +276,8 @@ BAD_OUTCOMES = [
     ToolOutcome("ok", meta={"x": _deep(5_000)}),
     ToolOutcome("\ud800 text"),
     ToolOutcome("ok", events=(State("crm/tier", float("nan")),)),
-    ToolOutcome("ok", events=(State("crm/tier", {"a": object()}),)),
+    # deliberately not JSON, past the type checker: the outcome must be refused
+    ToolOutcome("ok", events=(State("crm/tier", cast(JsonValue, {"a": object()})),)),
 ]
 
 
