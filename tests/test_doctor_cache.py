@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
 
 from click.testing import CliRunner
 
@@ -18,7 +17,7 @@ from ctxline.cli import main
 from ctxline.importers import load
 from ctxline.pricing import MILLION, price_for
 from ctxline.record.events import AssistantMessage
-from ctxline.record.jsonvalue import JsonObject, as_object
+from ctxline.record.jsonvalue import JsonObject, JsonValue, as_object
 
 BUNDLED = REPO / "examples" / "data" / "claude-code" / "short.jsonl"
 
@@ -113,11 +112,11 @@ class Transcript:
     """Writes Claude Code records with a parentUuid chain."""
 
     def __init__(self) -> None:
-        self.records: list[dict[str, Any]] = []
+        self.records: list[JsonObject] = []
         self.last: str | None = None
         self.minute = 0
 
-    def _add(self, rec: dict[str, Any], parent: str | None = "last") -> str:
+    def _add(self, rec: JsonObject, parent: str | None = "last") -> str:
         uid = f"u{len(self.records) + 1}"
         rec = {
             "uuid": uid,
@@ -144,11 +143,11 @@ class Transcript:
         minutes: int = 1,
     ) -> str:
         self.minute += minutes
-        content: list[dict[str, Any]] = (
+        content: list[JsonValue] = (
             [{"type": "thinking", "thinking": "hmm"}] if thinking else []
         )
         content.append({"type": "text", "text": text})
-        usage = {
+        usage: JsonObject = {
             "input_tokens": 5,
             "output_tokens": 7,
             "cache_read_input_tokens": read,

@@ -18,7 +18,7 @@ from ctxline.errors import ValidationError
 from ctxline.memory import Memory
 from ctxline.models.scripted import ScriptedModel
 from ctxline.record.events import AssistantMessage, Rule, ToolCall, ToolResult, UserMessage
-from ctxline.record.jsonvalue import as_str
+from ctxline.record.jsonvalue import JsonObject, as_str
 from ctxline.record.store import Store
 from ctxline.record.store.base import StorageError
 from ctxline.runner import Agent
@@ -27,7 +27,7 @@ from ctxline.tags import count_tags
 from json_reads_a import dig
 
 
-def ask(ctx: Context, name: str, arguments: dict[str, Any], call_id: str = "c1") -> ToolResult:
+def ask(ctx: Context, name: str, arguments: JsonObject, call_id: str = "c1") -> ToolResult:
     """The model calls one of ctxline's tools: the call, then its recorded result."""
     call = ToolCall(call_id, name, arguments)
     ctx.append(AssistantMessage("", (call,)))

@@ -20,11 +20,12 @@ from typing import Any
 from ctxline import MemoryStore, open_store
 from ctxline.models.scripted import ScriptedModel
 from ctxline.record.events import AssistantMessage, Notification, ToolCall, ToolResult, UserMessage
+from ctxline.record.jsonvalue import JsonObject
 from ctxline.render.neutral import INTERRUPTED, history_to_messages
 from ctxline.runner import Agent, CallContext, Limits, tool
 from json_reads_a import dig
 
-SCRIPT: list[dict[str, Any]] = [
+SCRIPT: list[JsonObject] = [
     {"tool_calls": [{"id": "c1", "name": "work", "arguments": {"ms": 0}}]},
     {"tool_calls": [{"id": "c2", "name": "work", "arguments": {"ms": 0}}]},
     {  # a batch: c3 ends at once, c4 is still running when the process is killed

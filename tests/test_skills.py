@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -13,6 +12,7 @@ from ctxline import MemoryStore
 from ctxline.context import Context
 from ctxline.errors import ValidationError
 from ctxline.record.events import AssistantMessage, Guide, ToolCall, ToolResult, UserMessage
+from ctxline.record.jsonvalue import JsonObject
 from ctxline.skills import Skills, load_skills
 from ctxline.tags import count_tags
 from json_reads_a import dig
@@ -20,7 +20,7 @@ from json_reads_a import dig
 SKILLS = Path(__file__).parent / "data" / "skills"
 
 
-def ask(ctx: Context, name: str, arguments: dict[str, Any], call_id: str = "c1") -> ToolResult:
+def ask(ctx: Context, name: str, arguments: JsonObject, call_id: str = "c1") -> ToolResult:
     call = ToolCall(call_id, name, arguments)
     ctx.append(AssistantMessage("", (call,)))
     outcome = ctx.call_tool(call)
