@@ -37,6 +37,7 @@ from ctxline.record.events import (
     ToolResult,
     UserMessage,
 )
+from ctxline.record.jsonvalue import JsonObject
 from ctxline.record.store import MAIN
 from ctxline.record.store.memory import MemoryStore
 from ctxline.render.ids import ID_LIMITS, ID_PATTERN
@@ -156,9 +157,9 @@ def build(channel: str, payload: str, provider: str) -> dict[str, Any]:
         summarizer=_summary(value if channel == "summary" else "ok"),
         sources=[_Weather(value)] if channel == "source_block" else (),
     )
-    tools: list[dict[str, Any]] = [{"name": "phone_call", "description": "Call.", "parameters": {}}]
+    tools: list[JsonObject] = [{"name": "phone_call", "description": "Call.", "parameters": {}}]
     if channel in ("tool_description", "tool_schema"):
-        schema = {"type": "object", "properties": {"to": {"type": "string", "description": value}}}
+        schema: JsonObject = {"type": "object", "properties": {"to": {"type": "string", "description": value}}}
         if channel == "tool_schema":
             schema = {"type": "object", "properties": {value: {"type": "string", "enum": [value]}}}
         tools.append({"name": "lookup", "description": value if channel == "tool_description" else "Look up.", "parameters": schema})
@@ -182,7 +183,7 @@ def build(channel: str, payload: str, provider: str) -> dict[str, Any]:
 
 
 def _todo(ctx: Context, channel: str, value: str) -> None:
-    item = {"id": value if channel == "todo_id" else "1", "content": value if channel == "todo_content" else "call mom"}
+    item: JsonObject = {"id": value if channel == "todo_id" else "1", "content": value if channel == "todo_content" else "call mom"}
     call = ToolCall("t1", "todo_write", {"items": [item, {"id": "2", "content": "buy milk"}]})
     ctx.append(AssistantMessage("", (call,)))
     outcome = ctx.call_tool(call)
@@ -193,7 +194,7 @@ def _todo(ctx: Context, channel: str, value: str) -> None:
 def _channel_events(channel: str, v: str) -> list[Event]:
     name = v if channel == "tool_name" else "phone_call"
     cid = v if channel == "call_id" else "c1"
-    args: dict[str, Any] = {"to": v if channel == "arguments" else "mom"}
+    args: JsonObject = {"to": v if channel == "arguments" else "mom"}
     if channel == "argument_key":
         args[v] = 1
     if channel == "digest_file":

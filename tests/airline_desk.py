@@ -17,6 +17,8 @@ from typing import Any
 
 from ctxline.environment import ActionSpec, Check, Constraint, Environment, EnvState, SlotSpec, Tx
 from ctxline.record.events import JsonValue
+from ctxline.record.jsonvalue import JsonObject, as_int, as_object, as_str, dig
+from json_reads_a import objects
 
 __all__ = [
     "BOOKINGS",
@@ -64,7 +66,7 @@ class Backend:
     """The airline's systems: what the environment mirrors, and the payments it makes."""
 
     users: dict[str, str] = field(default_factory=lambda: {"mia_li_3668": "1990-04-05"})
-    bookings: dict[str, dict[str, Any]] = field(default_factory=dict)
+    bookings: dict[str, JsonObject] = field(default_factory=dict)
     paid: list[tuple[str, int]] = field(default_factory=list)
     """Refunds actually paid (the side effect a pre-check must prevent)."""
 
@@ -83,7 +85,7 @@ class Backend:
         return f"refund of ${amount} for {booking_id} sent to the original payment method"
 
 
-def booking(user: str, cabin: str, at: datetime, insurance: bool, amount: int) -> dict[str, Any]:
+def booking(user: str, cabin: str, at: datetime, insurance: bool, amount: int) -> JsonObject:
     return {
         "user": user,
         "cabin": cabin,
@@ -107,23 +109,30 @@ POLICY = (
 )
 
 
-def _refund_policy(state: EnvState, args: Mapping[str, Any]) -> str | None:
-    for ident, b in (state["bookings"] or {}).items():
+def _bookings(value: JsonValue) -> dict[str, JsonObject]:
+    """The ``bookings`` slot's value, each booking an object (an unset slot has none)."""
+    return {k: as_object(b, f"bookings[{k!r}]") for k, b in as_object(value or {}, "bookings").items()}
+
+
+def _refund_policy(state: EnvState, args: Mapping[str, JsonValue]) -> str | None:
+    for ident, b in _bookings(state["bookings"]).items():
         if b["status"] != "refunded":
             continue
-        age = datetime.fromisoformat(b["refunded_at"]) - datetime.fromisoformat(b["booked_at"])
+        age = datetime.fromisoformat(as_str(b["refunded_at"])) - datetime.fromisoformat(
+            as_str(b["booked_at"])
+        )
         if age > WINDOW and not b["insurance"] and b["cabin"] != "business":
             days = age.days
             return f"booking {ident} was made {days} days before the refund, without insurance, in {b['cabin']}"
     return None
 
 
-def _refund_once(state: EnvState, args: Mapping[str, Any]) -> str | None:
+def _refund_once(state: EnvState, args: Mapping[str, JsonValue]) -> str | None:
     seen: set[str] = set()
-    for r in state["refunds"] or []:
+    for r in objects(state["refunds"] or [], "refunds"):
         if r["booking"] in seen:
             return f"booking {r['booking']} would be refunded twice"
-        seen.add(r["booking"])
+        seen.add(as_str(r["booking"]))
     return None
 
 
@@ -136,7 +145,7 @@ REFUND_POLICY = Check(
 REFUND_ONCE = Check("refund-once", _refund_once, "refund each booking at most once")
 
 
-def _verified(state: EnvState, args: Mapping[str, Any]) -> str | None:
+def _verified(state: EnvState, args: Mapping[str, JsonValue]) -> str | None:
     return None if state["session_user"] else "no user is verified"
 
 
@@ -146,23 +155,25 @@ IDENTITY = Check(
 
 
 def make_env(backend: Backend, **kwargs: Any) -> Environment:
-    def verify_check(args: Mapping[str, Any], state: EnvState) -> Iterable[str]:
-        dob = backend.users.get(args["user_id"])
+    def verify_check(args: Mapping[str, JsonValue], state: EnvState) -> Iterable[str]:
+        user_id = args["user_id"]
+        dob = backend.users.get(user_id) if isinstance(user_id, str) else None
         if dob is None:
             yield f"there is no user {args['user_id']!r}"
         elif dob != args["date_of_birth"]:
             yield "the date of birth does not match the user's profile"
 
-    def verify(tx: Tx, args: Mapping[str, Any]) -> str:
+    def verify(tx: Tx, args: Mapping[str, JsonValue]) -> str:
         tx.set("session_user", args["user_id"])
         return f"Identity verified: {args['user_id']}."
 
-    def refund_check(args: Mapping[str, Any], state: EnvState) -> Iterable[str]:
-        found = (state["bookings"] or {}).get(args["booking_id"])
+    def refund_check(args: Mapping[str, JsonValue], state: EnvState) -> Iterable[str]:
+        booking_id = args["booking_id"]
+        found = _bookings(state["bookings"]).get(booking_id) if isinstance(booking_id, str) else None
         if found is None:
             mine = sorted(
                 k
-                for k, b in (state["bookings"] or {}).items()
+                for k, b in _bookings(state["bookings"]).items()
                 if b["user"] == state["session_user"]
             )
             yield f"there is no booking {args['booking_id']!r}; the user's bookings are {', '.join(mine)}"
@@ -171,19 +182,20 @@ def make_env(backend: Backend, **kwargs: Any) -> Environment:
         elif found["status"] == "refunded":
             yield f"booking {args['booking_id']} was refunded already"
 
-    def refund(tx: Tx, args: Mapping[str, Any]) -> str:
-        bookings = dict(tx.get("bookings") or {})
-        b = dict(bookings[args["booking_id"]])
+    def refund(tx: Tx, args: Mapping[str, JsonValue]) -> str:
+        booking_id = as_str(args["booking_id"], "booking_id")
+        bookings = dict(as_object(tx.get("bookings") or {}, "bookings"))
+        b = dict(as_object(bookings[booking_id], f"bookings[{booking_id!r}]"))
         b.update(status="refunded", refunded_at=tx.now.isoformat())
-        bookings[args["booking_id"]] = b
+        bookings[booking_id] = b
         tx.set("bookings", bookings)
         tx.append("refunds", {"booking": args["booking_id"], "amount": b["amount"]})
         return f"Booking {args['booking_id']} is refunded (${b['amount']})."
 
-    def pay(args: Mapping[str, Any], state: EnvState) -> str:
-        return backend.pay_refund(
-            args["booking_id"], state["bookings"][args["booking_id"]]["amount"]
-        )
+    def pay(args: Mapping[str, JsonValue], state: EnvState) -> str:
+        booking_id = as_str(args["booking_id"], "booking_id")
+        amount = as_int(dig(state["bookings"], booking_id, "amount"), "amount")
+        return backend.pay_refund(booking_id, amount)
 
     verify_action = ActionSpec(
         "verify_identity",

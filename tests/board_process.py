@@ -9,11 +9,13 @@ result of the model's call, and reported to the parent.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from ctxline import Context
-from ctxline.environment import ActionSpec, Blackboard, Environment, SlotSpec
+from ctxline.environment import ActionSpec, Blackboard, Environment, SlotSpec, Tx
 from ctxline.record.events import AssistantMessage, ToolCall, UserMessage
+from ctxline.record.jsonvalue import JsonObject, JsonValue
 from ctxline.record.store import SQLiteStore
 
 __all__ = ["NOTES", "board_env", "worker"]
@@ -22,11 +24,11 @@ NOTES = SlotSpec("notes", {"type": "array"}, policy="append", default=[], commut
 
 
 def board_env(store: SQLiteStore, role: str) -> Environment:
-    def note(tx: Any, args: Any) -> str:
+    def note(tx: Tx, args: Mapping[str, JsonValue]) -> str:
         tx.append("notes", args["text"])
         return "Noted."
 
-    params = {
+    params: JsonObject = {
         "type": "object",
         "properties": {"text": {"type": "string"}},
         "required": ["text"],
@@ -53,10 +55,11 @@ def worker(db: str, role: str, rounds: int, barrier: Any, out: Any) -> None:
         for n in range(rounds):
             ctx.prepare()
             barrier.wait(timeout=60)
-            for name, args in (
+            turn: tuple[tuple[str, JsonObject], ...] = (
                 ("update_goal", {"goal": f"{role} plan {n}"}),
                 ("add_note", {"text": f"{role} note {n}"}),
-            ):
+            )
+            for name, args in turn:
                 call = ToolCall(f"{role}-{name}-{n}", name, args)
                 ctx.append(AssistantMessage("", (call,)))
                 outcome = env.call(ctx, call)

@@ -16,11 +16,13 @@ from hypothesis import strategies as st
 from conftest import FakeClock, counter_ids
 from ctxline.context import Context
 from ctxline.record.events import AssistantMessage, Event, ToolCall, ToolResult, UserMessage
+from ctxline.record.jsonvalue import JsonValue, as_array, as_int, as_object, get_object
 from ctxline.record.store import MemoryStore
 from ctxline.replay import shows_whole
 from ctxline.tags import escape
 from ctxline.tokens.counters import get_counter
 from ctxline.view.options import FRESH_CAP, FRESH_MIN, PrepareOptions
+from json_reads_a import dig, num, objects
 
 T0 = datetime(2026, 11, 2, 12, 0, tzinfo=UTC)
 BYTES = get_counter("bytes/4")
@@ -38,7 +40,7 @@ def _output(i: int, tokens: int) -> str:
     return line * max(1, tokens * 4 // len(line))
 
 
-def _turn(i: int, tokens: int, *, error: bool = False, args: object = None) -> list[Event]:
+def _turn(i: int, tokens: int, *, error: bool = False, args: JsonValue = None) -> list[Event]:
     call = ToolCall(f"c{i}", "bash", args if args is not None else {"command": f"cat f{i}"})
     return [AssistantMessage(f"step {i}", (call,)), ToolResult(f"c{i}", _output(i, tokens), is_error=error)]
 
@@ -80,7 +82,7 @@ def test_the_newest_result_is_whole_then_stays_so_without_breaking_the_cache() -
     assert first.body["messages"][-1]["content"] == escape(_output(1, 1_300))
     c.append(*_turn(2, 100))
     second = c.prepare(now=T0 + timedelta(seconds=1))
-    assert second.report["prefix"]["first_difference"] is None  # appended to, not rewritten
+    assert dig(second.report["prefix"], "first_difference") is None  # appended to, not rewritten
     assert second.body["messages"][: len(first.body["messages"])] == first.body["messages"]
 
 
@@ -100,12 +102,12 @@ def test_compaction_never_summarizes_the_newest_group() -> None:
         c.append(*_turn(i, 300, error=True))
     c.append(*_turn(99, 1_500))  # the newest group, under the fresh limit (1,750)
     prep = c.prepare(now=T0)
-    compact = next(a for a in prep.report["actions"] if a["action"] == "compact")
+    compact = next(a for a in objects(prep.report["actions"]) if a["action"] == "compact")
     newest = [e for e in c.events if e.kind in ("assistant.message", "tool.result")][-2:]
-    assert compact["upto_seq"] < newest[0].seq
+    assert num(compact["upto_seq"]) < newest[0].seq
     messages = [vm.message for vm in c.view()]
     assert all(shows_whole(messages, e) for e in newest)
-    assert prep.report["tokens"]["total"] <= prep.report["budget"]["input_limit"]
+    assert num(dig(prep.report["tokens"], "total")) <= num(dig(prep.report["budget"], "input_limit"))
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -136,12 +138,12 @@ def test_trimmed_outputs_and_elided_arguments_read_back() -> None:
     body = json.dumps(prep.body)
     assert "[older output trimmed" in body
     assert "characters elided" in body
-    assert any(a["action"] == "trim" for h in c.requests() for a in h.report["actions"])
+    assert any(a["action"] == "trim" for h in c.requests() for a in objects(h.report["actions"]))
     texts = {_read_back(c, h) for h in set(HANDLE.findall(body))}
     assert set(written.values()) <= texts  # the arguments, whole
     assert {_output(i, 2_000) for i in range(3)} <= texts  # the outputs, whole
-    cost = next(h.report["cost"] for h in c.requests() if h.report.get("cost", {}).get("decision") == "edit")
-    assert cost["gain"] >= cost.get("threshold", 0)
+    cost = next(as_object(h.report["cost"]) for h in c.requests() if get_object(h.report, "cost").get("decision") == "edit")
+    assert num(cost["gain"]) >= num(cost.get("threshold", 0))
 
 
 def test_an_edit_reuses_the_rest_of_the_rendered_view_and_earlier_requests_keep_their_bytes() -> None:
@@ -154,9 +156,9 @@ def test_an_edit_reuses_the_rest_of_the_rendered_view_and_earlier_requests_keep_
     c.append(*_turn(9, 40))
     edit_now = PrepareOptions(tokenizer="bytes/4", context_window=60_000, max_output=4_000, edit_gain=0.0)
     after = c.prepare(now=T0 + timedelta(seconds=9), options=edit_now)
-    trims = [a for a in after.report["actions"] if a["action"] == "trim"]
+    trims = [a for a in objects(after.report["actions"]) if a["action"] == "trim"]
     assert trims, after.report
-    edited = {c._cache.index.seq_index[s] for a in trims for s in a["events"]}
+    edited = {c._cache.index.seq_index[as_int(s)] for a in trims for s in as_array(a["events"])}
     now = c._cache.openai._stream.items
     for i, item in enumerate(items):  # only the edited messages were serialized again
         assert (now[i] is item) == (i not in edited)

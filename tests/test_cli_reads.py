@@ -20,6 +20,7 @@ from ctxline import (
 from ctxline.cli.main import main
 from ctxline.cli.stream import TABLE_ROWS
 from ctxline.record.store import SQLiteStore
+from json_reads_a import dig
 
 STEPS = TABLE_ROWS + 20
 ESC = "\x1b[2J\x1b]0;owned\x07"
@@ -101,7 +102,7 @@ def test_a_long_requests_listing_and_its_pages(db: str) -> None:
         "step": 1,
         "upto_seq": headers[0].upto_seq,
         "sha256": headers[0].sha256,
-        "tokens": headers[0].report["tokens"]["total"],
+        "tokens": dig(headers[0].report["tokens"], "total"),
         "provider": "openai",
     }
     page = run("requests", "--db", db, "--session", "long", "--since", "5", "--limit", "3")

@@ -34,10 +34,12 @@ from ctxline import (
 )
 from ctxline.importers import load_tree
 from ctxline.record.events import Event
+from ctxline.record.jsonvalue import as_str
 from ctxline.record.store import Store
 from ctxline.replay import model_calls
 from ctxline.sources.status import StatusConfig
 from ctxline.sources.timectx import TimeConfig
+from json_reads_a import obj_at, objects
 
 T0 = datetime(2026, 11, 2, 23, 58, tzinfo=UTC)
 STATUS = StatusConfig(time=TimeConfig("Europe/Berlin", refresh_s=120), limits={"bash": 5})
@@ -71,10 +73,10 @@ def test_replays_of_the_bundled_sessions_are_the_same_cold_and_warm() -> None:
                 now = warm.events[-1].at
                 _same_step(warm, store, session.id, now)
                 header = warm.requests()[-1]
-                actions.update(a["action"] for a in header.report["actions"])
-                status = header.inputs["meta"]["status"]
+                actions.update(as_str(a["action"]) for a in objects(header.report["actions"]))
+                status = obj_at(header.inputs, "meta", "status")
                 if "decision" in status:
-                    strategies.add(status["strategy"])
+                    strategies.add(as_str(status["strategy"]))
                 steps += 1
             warm.append(pending)
     assert steps > 40

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
 
 from click.testing import CliRunner
 
@@ -18,6 +17,7 @@ from ctxline.cli import main
 from ctxline.importers import load
 from ctxline.pricing import MILLION, price_for
 from ctxline.record.events import AssistantMessage
+from ctxline.record.jsonvalue import JsonObject, JsonValue, as_object
 
 BUNDLED = REPO / "examples" / "data" / "claude-code" / "short.jsonl"
 
@@ -52,11 +52,11 @@ def test_the_bundled_session_lists_its_cold_start_with_a_cause() -> None:
     assert Decimal(row["cost_usd"]) == expected
 
 
-def importer_usage(path: Path) -> list[dict[str, int]]:
+def importer_usage(path: Path) -> list[JsonObject]:
     sessions = load(path)
     main_session = sessions[0]
     return [
-        p.event.meta["usage"]
+        as_object(p.event.meta["usage"], "usage")
         for p in main_session.events
         if isinstance(p.event, AssistantMessage) and "usage" in p.event.meta
     ]
@@ -112,11 +112,11 @@ class Transcript:
     """Writes Claude Code records with a parentUuid chain."""
 
     def __init__(self) -> None:
-        self.records: list[dict[str, Any]] = []
+        self.records: list[JsonObject] = []
         self.last: str | None = None
         self.minute = 0
 
-    def _add(self, rec: dict[str, Any], parent: str | None = "last") -> str:
+    def _add(self, rec: JsonObject, parent: str | None = "last") -> str:
         uid = f"u{len(self.records) + 1}"
         rec = {
             "uuid": uid,
@@ -143,11 +143,11 @@ class Transcript:
         minutes: int = 1,
     ) -> str:
         self.minute += minutes
-        content: list[dict[str, Any]] = (
+        content: list[JsonValue] = (
             [{"type": "thinking", "thinking": "hmm"}] if thinking else []
         )
         content.append({"type": "text", "text": text})
-        usage = {
+        usage: JsonObject = {
             "input_tokens": 5,
             "output_tokens": 7,
             "cache_read_input_tokens": read,

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from datetime import timedelta
-from typing import Any
 
 import pytest
 
@@ -22,8 +21,10 @@ from ctxline.environment import (
 )
 from ctxline.errors import ValidationError
 from ctxline.record.events import Slot, ToolCall, UserMessage
+from ctxline.record.jsonvalue import JsonObject, JsonValue, as_array, as_object
 from ctxline.view.options import PrepareOptions
 from env_support import Clock, make, run, tail
+from json_reads_a import dig, num, objects
 
 
 def test_slot_specs_are_checked_when_declared() -> None:
@@ -83,15 +84,15 @@ def test_builtin_actions_change_the_slots_and_the_block_shows_them() -> None:
 
 
 def test_a_rollback_writes_nothing_and_names_the_rule_and_the_fix() -> None:
-    def budget(state: EnvState, args: Mapping[str, Any]) -> str | None:
-        spent = sum(item["eur"] for item in state["spend"] or [])
+    def budget(state: EnvState, args: Mapping[str, JsonValue]) -> str | None:
+        spent = sum(num(item["eur"]) for item in objects(state["spend"] or []))
         return f"the spending would reach {spent} EUR" if spent > 900 else None
 
-    def spend(tx: Tx, args: Mapping[str, Any]) -> str:
+    def spend(tx: Tx, args: Mapping[str, JsonValue]) -> str:
         tx.append("spend", {"what": args["what"], "eur": args["eur"]})
         return "Recorded."
 
-    params = {
+    params: JsonObject = {
         "type": "object",
         "additionalProperties": False,
         "required": ["what", "eur"],
@@ -121,7 +122,7 @@ def test_a_rollback_writes_nothing_and_names_the_rule_and_the_fix() -> None:
     assert "'cheap' is not of type 'integer'" in bad.content
 
     # an append-only slot cannot be rewritten, even by an action that declares it
-    def rewrite(tx: Tx, args: Mapping[str, Any]) -> str:
+    def rewrite(tx: Tx, args: Mapping[str, JsonValue]) -> str:
         tx.set("spend", [])
         return "cleared"
 
@@ -198,9 +199,9 @@ def test_discardable_slots_go_first_under_pressure() -> None:
         ctx.append(UserMessage(f"note {i}: " + "words " * 200))
     prep = ctx.prepare()
     last = prep.body["messages"][-1]["content"]
-    dropped = [a for a in prep.report["actions"] if a["action"] == "drop_dynamic"]
+    dropped = [a for a in objects(prep.report["actions"]) if a["action"] == "drop_dynamic"]
     assert dropped
-    assert "environment/discardable" in dropped[0]["items"]
+    assert "environment/discardable" in as_array(dropped[0]["items"])
     assert "scratch:" not in last
     assert "<ctx-env>" in last
 
@@ -222,7 +223,7 @@ def test_the_block_is_capped_at_its_budget_share_and_says_what_it_cut() -> None:
 
 
 def test_phases_lock_actions_without_changing_the_tools() -> None:
-    def ship(tx: Tx, args: Mapping[str, Any]) -> str:
+    def ship(tx: Tx, args: Mapping[str, JsonValue]) -> str:
         tx.set("shipped", True)
         return "Shipped."
 
@@ -250,18 +251,18 @@ def test_phases_lock_actions_without_changing_the_tools() -> None:
     second = ctx.prepare()
     assert "locked actions" not in second.body["messages"][-1]["content"]
     assert first.body["tools"] == second.body["tools"]
-    diff = second.report["prefix"]["first_difference"]
-    assert diff is None or diff["section"] == "tail"
+    diff = dig(second.report["prefix"], "first_difference")
+    assert diff is None or as_object(diff)["section"] == "tail"
     assert not run(ctx, env, "ship").is_error
     assert env.state(ctx)["shipped"] is True
 
 
 def test_constraints_are_restated_when_an_action_touches_what_they_name() -> None:
-    def move(tx: Tx, args: Mapping[str, Any]) -> str:
+    def move(tx: Tx, args: Mapping[str, JsonValue]) -> str:
         tx.set("seat", args["seat"])
         return "Moved."
 
-    params = {
+    params: JsonObject = {
         "type": "object",
         "properties": {"flight": {"type": "string"}, "seat": {"type": "string"}},
         "required": ["flight", "seat"],
@@ -298,7 +299,7 @@ def test_constraints_are_restated_when_an_action_touches_what_they_name() -> Non
 
 
 def test_roles_and_unknown_actions_are_refused_with_words() -> None:
-    def plan(tx: Tx, args: Mapping[str, Any]) -> str:
+    def plan(tx: Tx, args: Mapping[str, JsonValue]) -> str:
         tx.set("goal", "planned")
         return "ok"
 

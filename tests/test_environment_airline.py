@@ -21,10 +21,11 @@ from ctxline.cli.main import main
 from ctxline.environment import Rejected, environment_meta
 from ctxline.models.scripted import ScriptedModel
 from ctxline.record.events import RequestHeader, Slot, ToolCall, ToolResult, UserMessage
+from ctxline.record.jsonvalue import JsonObject, JsonValue, as_object, dig
 from ctxline.runner import Agent, Limits
 
 
-def call(ident: str, name: str, **args: Any) -> dict[str, Any]:
+def call(ident: str, name: str, **args: JsonValue) -> JsonObject:
     return {"tool_calls": [{"id": ident, "name": name, "arguments": args}]}
 
 
@@ -38,7 +39,7 @@ def results(agent: Agent) -> dict[str, ToolResult]:
     return {e.event.call_id: e.event for e in agent.ctx.events if isinstance(e.event, ToolResult)}
 
 
-SCRIPT = [
+SCRIPT: list[JsonObject] = [
     call("r1", "refund", booking_id="NEW222", reason="plans changed"),  # locked: not verified
     call("v1", "verify_identity", user_id="mia_li_3668", date_of_birth="1991-01-01"),  # wrong
     call("v2", "verify_identity", user_id="mia_li_3668", date_of_birth="1990-04-05"),
@@ -50,7 +51,7 @@ SCRIPT = [
 ]
 
 
-def _agent(tmp_path: Path, backend: Backend, script: list[dict[str, Any]], **kw: Any) -> Agent:
+def _agent(tmp_path: Path, backend: Backend, script: list[JsonObject], **kw: Any) -> Agent:
     store = open_store(str(tmp_path / "desk.db"))
     env = make_env(backend, **kw.pop("env", {}))
     agent = Agent(ScriptedModel(script), store=store, session="desk", environment=env, **kw)
@@ -90,8 +91,8 @@ def test_wrong_and_right_actions_on_the_desk(tmp_path: Path) -> None:
     assert backend.paid == [("NEW222", 240)]
     state = agent.environment.state(agent.ctx) if agent.environment else None
     assert state is not None
-    assert state["bookings"]["NEW222"]["status"] == "refunded"
-    assert state["bookings"]["OLD111"]["status"] == "confirmed"
+    assert dig(state["bookings"], "NEW222", "status") == "refunded"
+    assert dig(state["bookings"], "OLD111", "status") == "confirmed"
     assert state["refunds"] == [{"booking": "NEW222", "amount": 240}]
     slot_events = [
         e.event for e in agent.ctx.events if isinstance(e.event, Slot) and e.event.op != "snapshot"
@@ -134,8 +135,8 @@ def test_the_model_sees_every_feedback_in_its_next_request(tmp_path: Path) -> No
     tools_events = [e for e in ctx.events if e.event.kind == "tools"]
     assert len(tools_events) == 1
     for header in headers[1:]:
-        diff = header.report["prefix"]["first_difference"]
-        assert diff is None or diff["section"] == "tail", diff
+        diff = dig(header.report, "prefix", "first_difference")
+        assert diff is None or as_object(diff)["section"] == "tail", diff
         assert environment_meta(header)["placement"] == "tail"
 
 
@@ -165,7 +166,7 @@ def test_a_failing_validator_leaves_the_record_byte_identical(tmp_path: Path) ->
 def test_runner_guards_apply_to_actions(tmp_path: Path) -> None:
     backend = Backend()
     same = call("", "refund", booking_id="ZZZ999")
-    script = [
+    script: list[JsonObject] = [
         call("v", "verify_identity", user_id="mia_li_3668", date_of_birth="1990-04-05"),
         same, same, same, same,
         {"text": "I could not find that booking."},
@@ -182,7 +183,7 @@ def test_runner_guards_apply_to_actions(tmp_path: Path) -> None:
     assert "Strategy:" not in failed[0].content
     assert "Strategy: this exact call has now failed 2 times in a row" in failed[1].content
     assert "refused and not run: this is the same call 4 times in a row" in failed[3].content
-    assert failed[3].meta["runner"]["refused"] == "repeat"
+    assert dig(failed[3].meta, "runner", "refused") == "repeat"
     assert backend.paid == []
     # the turn cap stops a model that keeps acting
     loop = [call(f"c{i}", "read_slot", slot="bookings") for i in range(10)]
@@ -195,13 +196,13 @@ def test_runner_guards_apply_to_actions(tmp_path: Path) -> None:
 
 def test_a_turn_transaction_applies_all_calls_or_none(tmp_path: Path) -> None:
     backend = Backend()
-    both = {
+    both: JsonObject = {
         "tool_calls": [
             {"id": "g", "name": "update_goal", "arguments": {"goal": "Refund NEW222"}},
             {"id": "bad", "name": "refund", "arguments": {"booking_id": "NEW222"}},  # locked
         ]
     }
-    fixed = {
+    fixed: JsonObject = {
         "tool_calls": [
             {
                 "id": "v",
@@ -221,7 +222,7 @@ def test_a_turn_transaction_applies_all_calls_or_none(tmp_path: Path) -> None:
     assert "Not available yet" in got["bad"].content
     assert got["g"].is_error
     assert "Rolled back with the rest of this turn" in got["g"].content
-    assert got["g"].meta["runner"]["transaction"] == "turn"
+    assert dig(got["g"].meta, "runner", "transaction") == "turn"
     assert agent.environment is not None
     assert agent.environment.state(agent.ctx)["goal"] is None  # the goal call was rolled back too
     agent.step()

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import multiprocessing
 from pathlib import Path
-from typing import Any
 
 from board_process import board_env, worker
 from ctxline import Context
-from ctxline.environment import Blackboard
+from ctxline.environment import Blackboard, Environment
 from ctxline.record.events import (
     AssistantMessage,
     Slot,
@@ -17,17 +16,20 @@ from ctxline.record.events import (
     ToolResult,
     UserMessage,
 )
+from ctxline.record.jsonvalue import JsonValue
 from ctxline.record.store import SQLiteStore
+from ctxline.tools.base import ToolOutcome
+from json_reads_a import strs
 
 
-def agent(store: SQLiteStore, role: str) -> tuple[Any, Context]:
+def agent(store: SQLiteStore, role: str) -> tuple[Environment, Context]:
     env = board_env(store, role)
     ctx = Context(store, role, sources=[env.source])
     ctx.append(UserMessage("Plan the trip together."))
     return env, ctx
 
 
-def act(env: Any, ctx: Context, name: str, **args: Any) -> Any:
+def act(env: Environment, ctx: Context, name: str, **args: JsonValue) -> ToolOutcome:
     call = ToolCall(f"{ctx.session}-{len(ctx.events)}", name, args)
     ctx.append(AssistantMessage("", (call,)))
     outcome = env.call(ctx, call)
@@ -133,7 +135,7 @@ def test_two_processes_lose_no_write_and_every_loser_is_told(tmp_path: Path) -> 
     assert chain_ok(goals)
     # notes are commutative: all 2 x rounds land, none refused
     assert all(not r["error"] for rep in reports.values() for r in rep if "add_note" in r["call"])
-    values = [v for e in notes if isinstance(e.event, Slot) for v in e.event.value]
+    values = [v for e in notes if isinstance(e.event, Slot) for v in strs(e.event.value)]
     assert sorted(values) == sorted(f"{role} note {n}" for role in reports for n in range(rounds))
     # each agent's own record holds every outcome, the conflicts included
     for role, rep in reports.items():

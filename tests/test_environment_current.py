@@ -6,6 +6,8 @@ from datetime import UTC, datetime
 
 from ctxline import Context, MemoryStore
 from ctxline.record.events import State, UserMessage
+from ctxline.record.jsonvalue import as_object
+from json_reads_a import dig
 
 T0 = datetime(2026, 11, 3, 23, 59, tzinfo=UTC)
 
@@ -29,8 +31,8 @@ def test_it_appears_once_a_value_was_replaced_and_lists_every_current_value() ->
     # the guide explained <ctx-current> from the first state on: the system prompt held
     assert second.body["messages"][0] == first.body["messages"][0]
     assert "<ctx-current>" in first.body["messages"][0]["content"]
-    diff = second.report["prefix"]["first_difference"]
-    assert diff is None or diff["section"] == "tail"
+    diff = dig(second.report["prefix"], "first_difference")
+    assert diff is None or as_object(diff)["section"] == "tail"
     ctx.append(State("release/freeze", cleared=True))
     assert last(ctx) == "<ctx-current>\ncurrent env/date: 2026-11-04\n</ctx-current>"
     for header, prep in ctx.rebuild_all():

@@ -24,6 +24,7 @@ from ctxline.record.events import (
     UnknownEvent,
     UserMessage,
 )
+from ctxline.record.jsonvalue import as_object
 from ctxline.record.store import Store
 from ctxline.record.store.base import check_pairing
 
@@ -210,7 +211,7 @@ def test_mini_swe_agent_shape(loaded: dict[str, list[ImportedSession]]) -> None:
             for c in p.event.tool_calls
         ]
         assert calls
-        assert all(c.name == "bash" and set(c.arguments) == {"command"} for c in calls)
+        assert all(c.name == "bash" and set(as_object(c.arguments)) == {"command"} for c in calls)
         assert all(
             "```bash" not in (p.event.text)
             for p in session.events
@@ -274,7 +275,7 @@ def test_claude_code_merges_and_compaction(data: Path) -> None:
     assert multi, "records sharing message.id merge into one message"
     msg_ids = [p.event.meta.get("message_id") for p in assistants]  # type: ignore[union-attr]
     assert len(msg_ids) == len(set(msg_ids))
-    usage = assistants[0].event.meta["usage"]  # type: ignore[union-attr]
+    usage = as_object(assistants[0].event.meta["usage"])  # type: ignore[union-attr]
     assert set(usage) >= {"input_tokens", "output_tokens", "cache_read_input_tokens"}
     assert assistants[0].event.meta["model"] == "claude-opus-4-6"  # type: ignore[union-attr]
     assert all(p.at is not None for p in main.events)

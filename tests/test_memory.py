@@ -18,14 +18,16 @@ from ctxline.errors import ValidationError
 from ctxline.memory import Memory
 from ctxline.models.scripted import ScriptedModel
 from ctxline.record.events import AssistantMessage, Rule, ToolCall, ToolResult, UserMessage
+from ctxline.record.jsonvalue import JsonObject, as_str
 from ctxline.record.store import Store
 from ctxline.record.store.base import StorageError
 from ctxline.runner import Agent
 from ctxline.sources.rules import valid_rules
 from ctxline.tags import count_tags
+from json_reads_a import dig
 
 
-def ask(ctx: Context, name: str, arguments: dict[str, Any], call_id: str = "c1") -> ToolResult:
+def ask(ctx: Context, name: str, arguments: JsonObject, call_id: str = "c1") -> ToolResult:
     """The model calls one of ctxline's tools: the call, then its recorded result."""
     call = ToolCall(call_id, name, arguments)
     ctx.append(AssistantMessage("", (call,)))
@@ -78,9 +80,9 @@ def test_the_api_the_cli_and_the_model_write_with_their_author(tmp_path: Path) -
     ctx = Context(store, "s", sources=[memory])
     ctx.append(UserMessage("hi"))
     mine = ask(ctx, "remember", {"text": "the tests take 4 minutes"})
-    mine_id = mine.meta["memory"]["id"]
+    mine_id = as_str(dig(mine.meta, "memory", "id"))
     assert memory.read(mine_id).author == "model"
-    assert mine.meta["memory"]["op"] == "remember"
+    assert dig(mine.meta, "memory", "op") == "remember"
     refused = ask(ctx, "forget", {"id": app.id}, "c2")
     assert refused.is_error
     assert "written by the app" in refused.content
@@ -251,7 +253,7 @@ def test_the_same_text_without_a_key_is_kept_once(store: Store) -> None:
         for i, text in enumerate(["The tests take 4 minutes", "The tests  take 4 minutes\n"], 2)
     ]
     assert not first.is_error
-    entry_id = first.meta["memory"]["id"]
+    entry_id = as_str(dig(first.meta, "memory", "id"))
     for result in again:
         assert not result.is_error
         assert result.content.startswith(f"Already remembered as {entry_id}")
@@ -274,7 +276,7 @@ def test_remember_with_key_none_means_no_key(store: Store) -> None:
     ctx.append(UserMessage("hi"))
     result = ask(ctx, "remember", {"text": "CI takes 4 minutes", "key": None})
     assert not result.is_error
-    assert memory.read(result.meta["memory"]["id"]).key == ""
+    assert memory.read(as_str(dig(result.meta, "memory", "id"))).key == ""
 
 
 def test_memory_list_shows_every_owner_and_names_the_filter_that_hid_some(

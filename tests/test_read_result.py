@@ -21,6 +21,7 @@ from ctxline.context import Context
 from ctxline.importers import load
 from ctxline.record.blobs import BlobStore, MemoryBlobs, blob_ref
 from ctxline.record.events import ToolResult
+from ctxline.record.jsonvalue import JsonObject
 from ctxline.record.store import SQLiteStore
 from ctxline.tools.read_result import (
     PAGE_CHARS,
@@ -228,12 +229,13 @@ def test_tool_spec_and_call_arguments() -> None:
     text, err = call_read_result(blobs, {"handle": handle})
     assert not err
     assert text.startswith("[page 1 of 4")
-    for bad in (
+    bads: tuple[JsonObject, ...] = (
         {"page": 1},
         {"handle": 3},
         {"handle": handle, "page": 0},
         {"handle": handle, "page": True},
-    ):
+    )
+    for bad in bads:
         text, err = call_read_result(blobs, bad)
         assert err
         assert text.startswith("[read_result")

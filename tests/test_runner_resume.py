@@ -20,10 +20,12 @@ from typing import Any
 from ctxline import MemoryStore, open_store
 from ctxline.models.scripted import ScriptedModel
 from ctxline.record.events import AssistantMessage, Notification, ToolCall, ToolResult, UserMessage
+from ctxline.record.jsonvalue import JsonObject
 from ctxline.render.neutral import INTERRUPTED, history_to_messages
 from ctxline.runner import Agent, CallContext, Limits, tool
+from json_reads_a import dig
 
-SCRIPT: list[dict[str, Any]] = [
+SCRIPT: list[JsonObject] = [
     {"tool_calls": [{"id": "c1", "name": "work", "arguments": {"ms": 0}}]},
     {"tool_calls": [{"id": "c2", "name": "work", "arguments": {"ms": 0}}]},
     {  # a batch: c3 ends at once, c4 is still running when the process is killed
@@ -133,7 +135,7 @@ def test_kill_9_mid_batch_then_resume(tmp_path: Path) -> None:
     (c4,) = answers["c4"]
     assert c4.is_error
     assert c4.content == INTERRUPTED
-    assert c4.meta["runner"]["interrupted"]
+    assert dig(c4.meta, "runner", "interrupted")
     assert [r.content for r in answers["c3"]] == ["worked c3"]
     # the view pairs every call without any repair
     _, report = history_to_messages(events)
@@ -193,7 +195,7 @@ def test_a_job_running_when_the_runner_died_is_notified_once_on_resume() -> None
     assert len(notes) == 1
     assert notes[0].source == "job/job-1"
     assert "output is lost" in notes[0].text
-    assert notes[0].meta["runner"]["interrupted"] is True
+    assert dig(notes[0].meta, "runner", "interrupted") is True
     Agent(
         ScriptedModel([{"text": "x"}, {"text": "ok"}]), [build], store=store, session="j"
     ).resume()

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -13,13 +12,15 @@ from ctxline import MemoryStore
 from ctxline.context import Context
 from ctxline.errors import ValidationError
 from ctxline.record.events import AssistantMessage, Guide, ToolCall, ToolResult, UserMessage
+from ctxline.record.jsonvalue import JsonObject
 from ctxline.skills import Skills, load_skills
 from ctxline.tags import count_tags
+from json_reads_a import dig
 
 SKILLS = Path(__file__).parent / "data" / "skills"
 
 
-def ask(ctx: Context, name: str, arguments: dict[str, Any], call_id: str = "c1") -> ToolResult:
+def ask(ctx: Context, name: str, arguments: JsonObject, call_id: str = "c1") -> ToolResult:
     call = ToolCall(call_id, name, arguments)
     ctx.append(AssistantMessage("", (call,)))
     outcome = ctx.call_tool(call)
@@ -75,7 +76,7 @@ def test_read_skill_loads_the_body_and_its_handle_reads_back() -> None:
     assert not loaded.is_error
     assert "Files beside it (read_skill_file): references/checklist.md." in loaded.content
     assert "# Reviewing SQL" in loaded.content
-    handle = loaded.meta["skills"]["handle"]
+    handle = dig(loaded.meta, "skills", "handle")
     back = ask(ctx, "read_result", {"handle": handle}, "c2")
     assert "CREATE INDEX CONCURRENTLY" in back.content
     page = ask(
@@ -110,7 +111,7 @@ def test_after_a_compaction_loaded_skills_are_reaffirmed_by_name_and_handle() ->
     ctx = Context(store, "s", sources=[Skills(SKILLS)])
     ctx.append(UserMessage("Write release notes"))
     loaded = ask(ctx, "read_skill", {"name": "release-notes"})
-    handle = loaded.meta["skills"]["handle"]
+    handle = dig(loaded.meta, "skills", "handle")
     for i in range(6):
         ctx.append(UserMessage(f"more work {i} " + "words " * 300))
     assert ctx.compact(target=300) is not None
@@ -202,7 +203,7 @@ def test_an_agent_loads_a_skill_and_follows_its_file() -> None:
     assert result.final == "safe with changes"
     got = {e.event.call_id: e.event for e in agent.ctx.events if isinstance(e.event, ToolResult)}
     assert "# Reviewing SQL" in got["a"].content
-    assert got["a"].meta["skills"]["loaded"] == "sql-review"
+    assert dig(got["a"].meta, "skills", "loaded") == "sql-review"
     assert "CONCURRENTLY" in got["b"].content
 
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import subprocess
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import cast
 
 import pytest
 
@@ -22,6 +23,7 @@ from ctxline.sources.todo import (
     current_todos,
 )
 from ctxline.tools.errors import derive_hint, detailed_tool_error
+from json_reads_a import dig
 
 T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 
@@ -60,11 +62,11 @@ def test_tool_schemas() -> None:
         json.dumps(tool.parameters)  # JSON-serializable
         assert tool.parameters["type"] == "object"
         assert tool.description
-    item = TODO_WRITE.parameters["properties"]["items"]["items"]
-    assert item["properties"]["status"]["enum"] == list(TODO_STATUSES)
-    assert item["required"] == ["id", "content"]
+    item = dig(TODO_WRITE.parameters, "properties", "items", "items")
+    assert dig(item, "properties", "status", "enum") == list(TODO_STATUSES)
+    assert dig(item, "required") == ["id", "content"]
     assert TODO_UPDATE.parameters["required"] == ["id", "status"]
-    assert TODO_UPDATE.parameters["properties"]["status"]["enum"] == list(TODO_STATUSES)
+    assert dig(TODO_UPDATE.parameters, "properties", "status", "enum") == list(TODO_STATUSES)
 
 
 # --- calls -------------------------------------------------------------------------
@@ -166,7 +168,7 @@ def test_update_on_an_empty_list_points_to_todo_write() -> None:
         ("todo_delete", {"id": "1"}, "unknown TODO tool 'todo_delete'"),
     ],
 )
-def test_invalid_calls_are_tool_errors(name: str, arguments: Any, fragment: str) -> None:
+def test_invalid_calls_are_tool_errors(name: str, arguments: JsonValue, fragment: str) -> None:
     current = [TodoItem("1", "x")]
     out = apply_todo_call(name, arguments, current)
     assert out.is_error
@@ -228,7 +230,7 @@ def test_incremental_fold_matches_a_fresh_one() -> None:
 # --- detailed tool errors ----------------------------------------------------------
 
 
-def raised(fn: Any) -> BaseException:
+def raised(fn: Callable[[], object]) -> BaseException:
     try:
         fn()
     except BaseException as exc:
@@ -291,7 +293,9 @@ def test_derived_hints() -> None:
 
 
 def test_unserializable_and_huge_arguments() -> None:
-    text = detailed_tool_error(ValueError("bad"), "t", {"when": datetime(2026, 1, 1, tzinfo=UTC)})
+    # deliberately not JSON (a caller the type checker does not see): the text shows its repr
+    not_json = cast(JsonValue, {"when": datetime(2026, 1, 1, tzinfo=UTC)})
+    text = detailed_tool_error(ValueError("bad"), "t", not_json)
     assert "datetime.datetime(2026, 1, 1" in text
     text = detailed_tool_error(ValueError("bad"), "t", {"blob": "x" * 20_000})
     assert "more characters]" in text

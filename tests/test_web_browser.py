@@ -30,6 +30,7 @@ from ctxline.web.app import create_app
 from ctxline.web.data import branch_marks
 from ctxline.web.record import InspectorRecord, open_record
 from ctxline.web.server import RunningServer, serve_in_thread
+from json_reads_a import dig, num, obj_at
 from web_support import (
     FORGED,
     TAMPERED,
@@ -51,7 +52,7 @@ def _headers(record: InspectorRecord, session: str) -> list[RequestHeader]:
 
 def _broke(header: RequestHeader) -> bool:
     """A break as the header's report tells it (a replaced tail is not one)."""
-    first = header.report["prefix"]["first_difference"]
+    first = dig(header.report["prefix"], "first_difference")
     return isinstance(first, dict) and first["section"] != "tail"
 
 
@@ -231,7 +232,7 @@ def test_open_a_step_and_see_its_composition(page: Any, served: Served) -> None:
             for e in served.record.read(MINI)
             if isinstance(e.event, RequestHeader) and e.event.step == step
         )
-        tokens = header.report["tokens"]
+        tokens = obj_at(header.report, "tokens")
         cells = {
             r.get_attribute("data-section"): int(
                 r.locator("td").nth(1).inner_text().replace(",", "")
@@ -286,9 +287,9 @@ def test_diff_of_a_compaction_step(page: Any, served: Served) -> None:
     this = next(
         e.event for e in events if isinstance(e.event, RequestHeader) and e.event.step == compacted
     )
-    assert shared == this.report["prefix"]["shared_tokens"]  # ctxline's own report agrees
+    assert shared == dig(this.report["prefix"], "shared_tokens")  # ctxline's own report agrees
     assert (
-        0 <= rebilled < previous.report["tokens"]["total"] - shared
+        0 <= rebilled < num(dig(previous.report["tokens"], "total")) - shared
     )  # only what the compaction kept
     assert page.locator("#cost").inner_text().startswith("$")
     assert page.locator("#unified .del").count() > 0
@@ -328,7 +329,7 @@ def test_cache_break_page_prices_every_break(page: Any, served: Served) -> None:
     assert _breaks(served.record, TAU) == []
     tau = _headers(served.record, TAU)
     assert any(isinstance(h.report.get("status"), dict) for h in tau)  # it had a status bar
-    firsts = [h.report["prefix"]["first_difference"] for h in tau]
+    firsts = [dig(h.report["prefix"], "first_difference") for h in tau]
     tails = [f for f in firsts if isinstance(f, dict)]
     assert all(f["section"] == "tail" for f in tails)
     assert f"0 breaks in {len(tau)} requests" in page.locator("#breaks-summary").inner_text()

@@ -49,6 +49,7 @@ from ctxline.record.events import (
 from ctxline.record.store import MAIN, open_store
 from ctxline.record.store.postgres import append_with_retry
 from ctxline.view.options import PrepareOptions
+from json_reads_a import dig
 
 HERE = Path(__file__).resolve()
 WORKERS = 4
@@ -131,13 +132,13 @@ def worker(url: str, name: str, ops: int, seed: int, start_at: float) -> None:
         elif roll < 0.85:
             ctx = Context(store, session, options=options, create=False)
             prep = ctx.prepare(log=False)
-            _say("prepared", session=session, timeline=MAIN, tokens=prep.report["tokens"]["total"])
+            _say("prepared", session=session, timeline=MAIN, tokens=dig(prep.report["tokens"], "total"))
         else:
             session, fork = rng.choice(forks)
             ctx = Context(store, session, fork, options=options, create=False)
             prep = ctx.prepare()
             assert ctx.rebuild(prep.header.step) == prep.body_bytes
-            _say("prepared", session=session, timeline=fork, tokens=prep.report["tokens"]["total"])
+            _say("prepared", session=session, timeline=fork, tokens=dig(prep.report["tokens"], "total"))
     store.close()
     _say("done")
 
