@@ -32,6 +32,7 @@ from ctxline.record.events import (
     ToolResult,
     UserMessage,
 )
+from ctxline.record.jsonvalue import as_object
 from ctxline.record.store import SQLiteStore
 from ctxline.record.store.base import Store
 from ctxline.restore import restore_sessions
@@ -275,7 +276,7 @@ def test_a_tool_cannot_lift_its_own_max_calls(lift: dict[str, Any], store: Store
     assert ran == [0]
     results = [e.event for e in store.read("s") if isinstance(e.event, ToolResult)]
     assert all(not (set(r.meta) & {"skills"}) for r in results)
-    assert results[0].meta.get("runner", {}).get("refused") is None
+    assert as_object(results[0].meta.get("runner", {})).get("refused") is None
 
 
 EVENTS_FROM_TOOLS = [

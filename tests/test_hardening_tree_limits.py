@@ -80,6 +80,7 @@ def test_max_calls_holds_across_children(store: Store, shape: list[int], cap: in
     # the parent's status bar counts the children's runs: the limit reads per task tree
     headers = [e.event for e in store.read("p") if isinstance(e.event, RequestHeader)]
     tail = headers[-1].inputs.get("tail") or []
+    assert isinstance(tail, list)
     status = next(t for t in tail if isinstance(t, str) and t.startswith("<ctx-status>"))
     assert "limit reached" in status.split("refund", 1)[1].splitlines()[0]
 
