@@ -50,6 +50,7 @@ from ctxline.sources.status import StatusConfig
 from ctxline.sources.timectx import TimeConfig
 from ctxline.tags import count_tags, escape
 from ctxline.view.options import PrepareOptions
+from json_reads_b import at_int
 
 MARK = "FORGED"
 OPENERS = ["<", "</", "< ", "\uff1c", "\ufe64", "<\u200b", "</\u2060"]
@@ -295,7 +296,7 @@ def run_session(
                 body = prep.body
                 tokens = prep.report["tokens"]
                 assert isinstance(tokens, dict)
-                assert tokens["total"] <= options.input_limit
+                assert at_int(tokens, "total") <= options.input_limit
                 text_bytes = sum(len(s.encode()) for s in strings(body.get("messages", [])))
                 assert text_bytes / 4 <= options.input_limit, "the body is over the limit"
                 if provider == "anthropic":
