@@ -5,16 +5,16 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from typing import Any
 
 from ctxline import MemoryStore
 from ctxline.models.scripted import ScriptedModel
 from ctxline.record.events import Notification, RequestHeader, ToolCall, ToolResult
+from ctxline.record.jsonvalue import JsonValue
 from ctxline.runner import Agent, Limits, tool
 from json_reads_b import at
 
 
-def calls(*items: tuple[str, str, dict[str, Any]]) -> dict[str, Any]:
+def calls(*items: tuple[str, str, dict[str, JsonValue]]) -> dict[str, JsonValue]:
     return {"tool_calls": [{"id": i, "name": n, "arguments": a} for i, n, a in items]}
 
 

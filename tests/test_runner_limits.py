@@ -10,7 +10,7 @@ from ctxline import MemoryStore
 from ctxline.errors import ValidationError
 from ctxline.models.scripted import ScriptedModel
 from ctxline.record.events import AssistantMessage, ModelUsage, Rule, ToolResult
-from ctxline.record.jsonvalue import as_object
+from ctxline.record.jsonvalue import JsonValue, as_object
 from ctxline.runner import (
     Agent,
     Decision,
@@ -26,7 +26,7 @@ from ctxline.tools.base import ToolOutcome
 from json_reads_b import at
 
 
-def calls(*items: tuple[str, str, Any]) -> dict[str, Any]:
+def calls(*items: tuple[str, str, JsonValue]) -> dict[str, JsonValue]:
     return {"tool_calls": [{"id": i, "name": n, "arguments": a} for i, n, a in items]}
 
 
@@ -79,7 +79,7 @@ def test_the_call_past_max_calls_never_executes_and_the_status_shows_it() -> Non
 
 def test_the_repeat_guard_refuses_the_nth_identical_call_in_a_row() -> None:
     phone = Phone()
-    same = ("x", "phone_call", {"number": "7"})
+    same: tuple[str, str, JsonValue] = ("x", "phone_call", {"number": "7"})
     replies = [calls((f"c{i}", same[1], same[2])) for i in range(4)]
     replies.append({"text": "stop"})
     agent = Agent(
@@ -107,7 +107,7 @@ def test_the_same_failing_call_twice_gets_the_strategy_hint() -> None:
         """Open a file."""
         raise FileNotFoundError(2, "No such file or directory", path)
 
-    replies = [
+    replies: list[dict[str, JsonValue]] = [
         calls(("a", "open_file", {"path": "x.txt"})),
         calls(("b", "open_file", {"path": "x.txt"})),
         calls(("c", "open_file", {"path": "y.txt"})),
@@ -132,7 +132,7 @@ def test_a_denied_call_never_executes_and_the_hook_sees_structure_only() -> None
             return deny("emergency numbers are off limits")
         return allow()
 
-    replies = [
+    replies: list[dict[str, JsonValue]] = [
         calls(("a", "phone_call", {"number": "911"}), ("b", "phone_call", {"number": "5"})),
         {"text": "done"},
     ]
@@ -218,7 +218,7 @@ def test_unknown_tools_and_ctxline_only_events_are_refused() -> None:
         """Set a rule (an app's tool may append its own kinds of events)."""
         return ToolOutcome("set", events=(Rule("r1", "set", text="be brief"),))
 
-    replies = [
+    replies: list[dict[str, JsonValue]] = [
         calls(("a", "no_such_tool", {}), ("b", "sneaky", {}), ("c", "ruler", {})),
         {"text": "done"},
     ]

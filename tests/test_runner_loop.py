@@ -20,14 +20,14 @@ from ctxline.record.events import (
     RequestHeader,
     ToolResult,
 )
-from ctxline.record.jsonvalue import as_object
+from ctxline.record.jsonvalue import JsonValue, as_object
 from ctxline.render.neutral import history_to_messages
 from ctxline.runner import Agent, Limits, tool
 from ctxline.view.options import PrepareOptions
 from json_reads_b import at
 
 
-def calls(*items: tuple[str, str, Any]) -> dict[str, Any]:
+def calls(*items: tuple[str, str, JsonValue]) -> dict[str, JsonValue]:
     return {"tool_calls": [{"id": i, "name": n, "arguments": a} for i, n, a in items]}
 
 
@@ -187,9 +187,12 @@ def test_every_call_is_answered_once_and_max_calls_holds(
         ran.append("free")
         return str(n)
 
-    replies: list[dict[str, Any]] = []
+    replies: list[dict[str, JsonValue]] = []
     for t, batch in enumerate(batches):
-        replies.append(calls(*((f"c{t}_{i}", name, {"n": n}) for i, (name, n) in enumerate(batch))))
+        made: list[tuple[str, str, JsonValue]] = [
+            (f"c{t}_{i}", name, {"n": n}) for i, (name, n) in enumerate(batch)
+        ]
+        replies.append(calls(*made))
     replies.append({"text": "end"})
     agent = Agent(
         ScriptedModel(replies), [limited, free], store=MemoryStore(), limits=Limits(max_turns=20)
