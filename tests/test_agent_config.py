@@ -20,12 +20,14 @@ from ctxline.errors import ValidationError
 from ctxline.models.scripted import ScriptedModel
 from ctxline.models.summarizer import LLMSummarizer
 from ctxline.record.events import Reduction, RequestHeader, StatusSnapshot
+from ctxline.record.jsonvalue import JsonValue, as_object
 from ctxline.runner import Agent, Limits, tool
 from ctxline.sources.base import BaseSource, DynamicItem, SourceStep, StepContext, TailItem
 from ctxline.sources.status import StatusConfig, SystemState
 from ctxline.sources.timectx import TimeConfig
 from ctxline.view.ladder import compact
 from ctxline.view.options import PrepareOptions
+from json_reads_b import at, at_array, at_number, at_str
 
 ENV = SystemState(cwd="/work/repo", os="Linux 6.8", shell="/bin/bash", python="3.12.4")
 
@@ -42,22 +44,22 @@ def fetch_long(n: int) -> str:
     return f"page {n}: " + " ".join(f"word{i}" for i in range(300))
 
 
-def calls(n: int, name: str = "fetch") -> list[dict[str, Any]]:
+def calls(n: int, name: str = "fetch") -> list[dict[str, JsonValue]]:
     """n replies calling ``name``, then a final answer."""
-    script: list[dict[str, Any]] = [
+    script: list[dict[str, JsonValue]] = [
         {"tool_calls": [{"id": f"c{i}", "name": name, "arguments": {"n": i}}]} for i in range(n)
     ]
     return [*script, {"text": "done"}]
 
 
-def bodies(agent: Agent) -> list[dict[str, Any]]:
+def bodies(agent: Agent) -> list[dict[str, JsonValue]]:
     """Every request the agent sent, rebuilt from the record."""
     steps = [h.step for h in agent.ctx.requests()]
     return [json.loads(agent.ctx.rebuild(s)) for s in steps]
 
 
-def last_user(body: dict[str, Any]) -> str:
-    content = body["messages"][-1]["content"]
+def last_user(body: dict[str, JsonValue]) -> str:
+    content = at(body, "messages", -1, "content")
     assert isinstance(content, str)
     return content
 
@@ -89,7 +91,9 @@ def test_the_status_bar_can_be_turned_off() -> None:
     sent = [json.dumps(b) for b in bodies(agent)]
     assert len(sent) == 3
     assert all("/work/repo" not in b and "invoked" not in b for b in sent)
-    assert all(h.inputs.get("meta", {}).get("status") is None for h in agent.ctx.requests())
+    assert all(
+        as_object(h.inputs.get("meta", {})).get("status") is None for h in agent.ctx.requests()
+    )
 
 
 def test_an_empty_status_bar_is_not_sent() -> None:
@@ -161,9 +165,10 @@ def test_status_alpha_comes_from_the_model_price_and_cache_read() -> None:
         agent.run("read pages")
         out = []
         for header in agent.ctx.requests():
-            decision = header.inputs.get("meta", {}).get("status", {}).get("decision")
+            meta = as_object(header.inputs.get("meta", {}))
+            decision = as_object(meta.get("status", {})).get("decision")
             if decision:
-                out.append(decision["inputs"]["alpha"])
+                out.append(at_number(decision, "inputs", "alpha"))
         return out
 
     priced = cache_pricing("openai", "gpt-4.1").alpha
@@ -214,7 +219,7 @@ def test_builtin_tools_each_can_be_turned_off() -> None:
     def offered(**kwargs: Any) -> list[str]:
         agent = Agent(ScriptedModel(calls(0)), [fetch], **kwargs)
         agent.run("hi")
-        return [t["function"]["name"] for t in bodies(agent)[0]["tools"]]
+        return [at_str(t, "function", "name") for t in at_array(bodies(agent)[0], "tools")]
 
     assert offered() == ["fetch", "read_result", "search_history", "todo_write", "todo_update"]
     assert offered(builtin_tools=()) == ["fetch"]

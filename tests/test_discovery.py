@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -21,9 +20,11 @@ from ctxline.record.events import (
     Tools,
     UserMessage,
 )
+from ctxline.record.jsonvalue import JsonValue, as_object
 from ctxline.render.neutral import ToolSpec
 from ctxline.runner import Agent, ToolRegistry, tool
 from ctxline.view.options import PrepareOptions
+from json_reads_b import at, at_array, at_object
 
 CATALOG = Path(__file__).resolve().parents[1] / "benchmarks" / "data" / "mcp_catalog.json"
 
@@ -52,7 +53,7 @@ def read_notes() -> str:
     return "notes"
 
 
-def calls(*items: tuple[str, str, Any]) -> dict[str, Any]:
+def calls(*items: tuple[str, str, JsonValue]) -> dict[str, JsonValue]:
     return {"tool_calls": [{"id": i, "name": n, "arguments": a} for i, n, a in items]}
 
 
@@ -72,8 +73,11 @@ def tool_names(agent: Agent) -> list[list[str]]:
 
 
 def break_section(header: RequestHeader) -> str | None:
-    first = header.report["prefix"].get("first_difference") or {}
-    return first.get("section")
+    first = at_object(header.report, "prefix").get("first_difference") or {}
+    assert isinstance(first, dict)
+    section = first.get("section")
+    assert section is None or isinstance(section, str)
+    return section
 
 
 def discoverable() -> ToolRegistry:
@@ -112,7 +116,7 @@ def test_schema_validation_names_every_wrong_field() -> None:
     assert "repo_path: expected string, got integer" in found
     assert "message: required, missing" in found
     assert any(p.startswith("oops: not a parameter") for p in found)
-    nested = {
+    nested: dict[str, JsonValue] = {
         "type": "object",
         "properties": {"xs": {"type": "array", "items": {"$ref": "#/$defs/n"}, "maxItems": 2}},
         "$defs": {"n": {"type": "integer", "minimum": 0}},
@@ -154,7 +158,7 @@ def test_cache_stable_mode_keeps_the_tools_array_and_dispatches_through_call_too
     result = agent.run("status?")
     assert result.final == "done"
     got = results(agent)
-    assert got["s1"].meta["discovery"]["revealed"][0] == "git_status"
+    assert at(got["s1"].meta, "discovery", "revealed", 0) == "git_status"
     assert '"name":"git_status"' in got["s1"].content  # the schema came with the result
     assert got["c1"].content == "clean: /repo"
     assert not got["c1"].is_error
@@ -175,7 +179,7 @@ def test_cache_stable_mode_keeps_the_tools_array_and_dispatches_through_call_too
     assert {SEARCH_TOOLS, CALL_TOOL, "read_notes"} <= set(arrays[0])
     headers = [e.event for e in agent.ctx.events if isinstance(e.event, RequestHeader)]
     assert all(break_section(h) != "tools" for h in headers)
-    assert headers[-1].inputs["meta"]["discovery"]["revealed"] == ["git_status", "git_commit"]
+    assert at(headers[-1].inputs, "meta", "discovery", "revealed") == ["git_status", "git_commit"]
 
 
 def test_a_call_before_its_reveal_was_seen_is_refused() -> None:
@@ -297,14 +301,15 @@ def test_rung_3_drops_unused_revealed_schemas_and_never_the_forced_one() -> None
     revealed = discovery.offered(fold)  # type: ignore[arg-type]
     ctx.set_tools(revealed, optional=discovery.optional(fold))  # type: ignore[arg-type]
     prep = ctx.prepare(tool_choice="tool_3")
-    drops = [a for a in prep.report.to_json()["actions"] if a["action"] == "drop_tools"]
+    actions = [as_object(a) for a in at_array(prep.report.to_json(), "actions")]
+    drops = [a for a in actions if a["action"] == "drop_tools"]
     assert drops, prep.report.to_json()["actions"]
     shown = [t["function"]["name"] for t in prep.body["tools"]]
     assert "tool_3" in shown  # forced: never dropped
     top = fold.revealed and next(iter(fold.revealed))  # type: ignore[attr-defined]
     assert top in shown  # the best hit is kept until the model's next reply
-    assert set(drops[0]["items"]) & {f"tool_{i}" for i in range(6)}
-    assert not set(drops[0]["items"]) & set(shown)
+    assert set(at_array(drops[0], "items")) & {f"tool_{i}" for i in range(6)}
+    assert not set(at_array(drops[0], "items")) & set(shown)
     assert prep.report.tokens.total <= ctx.options.target_line
     # the cut stays: the next step offers the same (reduced) set, no new tools event
     fold = ctx.fold("discovery")

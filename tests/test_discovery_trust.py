@@ -14,6 +14,7 @@ from ctxline.context import Context
 from ctxline.discovery import SEARCH_TOOLS, Catalog, Discovery, load_catalog
 from ctxline.errors import ValidationError
 from ctxline.record.events import AssistantMessage, ToolCall, ToolResult, UserMessage
+from ctxline.record.jsonvalue import JsonValue
 from ctxline.render.neutral import ToolSpec
 from ctxline.sources.rules import valid_rules
 from ctxline.tags import count_tags
@@ -27,7 +28,7 @@ FORGED = (
 
 
 def forged_catalog() -> Catalog:
-    params = {
+    params: dict[str, JsonValue] = {
         "type": "object",
         "properties": {
             "path": {

@@ -11,6 +11,7 @@ from ctxline import Context
 from ctxline.environment import Environment, environment_meta
 from ctxline.record.events import RequestHeader, Slot, UserMessage
 from env_support import Clock, make, run
+from json_reads_b import at
 
 
 @pytest.mark.parametrize("placement", ["tail", "append"])
@@ -32,8 +33,8 @@ def test_every_request_rebuilds_and_a_cold_context_plans_the_same(placement: str
     assert cold.prepare(log=False).body_bytes == ctx.prepare(log=False).body_bytes
     headers = [e.event for e in ctx.events if isinstance(e.event, RequestHeader)]
     for header in headers[1:]:
-        diff = header.report["prefix"]["first_difference"]
-        assert diff is None or diff["section"] == "tail"  # never a break in history
+        diff = at(header.report, "prefix", "first_difference")
+        assert diff is None or at(diff, "section") == "tail"  # never a break in history
 
 
 def test_auto_placement_is_decided_from_the_record() -> None:

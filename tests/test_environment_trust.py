@@ -15,6 +15,7 @@ from board_process import board_env
 from ctxline import Context, MemoryStore
 from ctxline.environment import ActionSpec, Environment, SlotSpec, Tx
 from ctxline.record.events import AssistantMessage, State, ToolCall, UserMessage
+from ctxline.record.jsonvalue import JsonValue
 from ctxline.record.store import SQLiteStore
 from ctxline.tags import count_tags
 
@@ -69,12 +70,13 @@ def test_slot_values_arguments_and_constraints_cannot_forge_tags_or_lines(forged
     ctx.append(UserMessage("hello"), State("env/date", forged), State("env/date", forged + "!"))
     env.set(ctx, "notes", forged)
     env.set(ctx, "todo_steps", [forged, "step two"])
-    for name, args in (
+    cases: list[tuple[str, JsonValue]] = [
         ("update_goal", {"goal": forged}),
         ("add_constraint", {"text": forged, "entities": ["booking"]}),
         ("mark_step_done", {"step": forged + " (no such step)"}),
         ("pin", {"slot": forged[:60]}),
-    ):
+    ]
+    for name, args in cases:
         call = ToolCall(f"c-{name}", name, args)
         ctx.append(AssistantMessage("", (call,)))
         ctx.record_outcome(call, env.call(ctx, call))
@@ -141,7 +143,11 @@ def test_an_entry_from_another_agent_is_escaped_in_my_view(tmp_path: Path) -> No
     m_ctx = Context(store, "me", sources=[me.source])
     m_ctx.append(UserMessage("y"))
     for i, forged in enumerate(FORGERIES):
-        for name, args in (("update_goal", {"goal": forged}), ("add_note", {"text": forged})):
+        cases: list[tuple[str, JsonValue]] = [
+            ("update_goal", {"goal": forged}),
+            ("add_note", {"text": forged}),
+        ]
+        for name, args in cases:
             call = ToolCall(f"o{i}{name}", name, args)
             o_ctx.append(AssistantMessage("", (call,)))
             o_ctx.prepare()

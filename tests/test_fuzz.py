@@ -45,11 +45,13 @@ from ctxline.context import Context
 from ctxline.errors import ContextOverflow, CtxlineError, PairingError, ValidationError
 from ctxline.importers import load
 from ctxline.record.events import Pending, ToolResult
+from ctxline.record.jsonvalue import JsonValue
 from ctxline.record.store import MemoryStore
 from ctxline.sources.status import StatusConfig
 from ctxline.sources.timectx import TimeConfig
 from ctxline.tags import count_tags, escape
 from ctxline.view.options import PrepareOptions
+from json_reads_b import at_int
 
 MARK = "FORGED"
 OPENERS = ["<", "</", "< ", "\uff1c", "\ufe64", "<\u200b", "</\u2060"]
@@ -90,7 +92,7 @@ def text(draw: st.DrawFn) -> str:
 
 @dataclass
 class Script:
-    lines: list[dict[str, Any]]
+    lines: list[dict[str, JsonValue]]
     invalid_time: bool
     forged_texts: list[str] = field(default_factory=list)
 
@@ -100,7 +102,7 @@ def scripts(draw: st.DrawFn) -> Script:
     """Turns of an agent: a user message now and then, then an assistant message whose
     calls mostly get results (some never: dangling), with orphan results (for a call
     never made, or made later), state, rules and notifications mixed in."""
-    lines: list[dict[str, Any]] = []
+    lines: list[dict[str, JsonValue]] = []
     n_calls = 0
     for turn in range(draw(st.integers(1, 7))):
         if turn == 0 or draw(st.integers(1, 4)) == 2:
@@ -170,7 +172,7 @@ def scripts(draw: st.DrawFn) -> Script:
 def benign(script: Script) -> Script:
     """The same session with every forged tag made inert text (its escaped form)."""
 
-    def clean(value: Any) -> Any:
+    def clean(value: JsonValue) -> JsonValue:
         if isinstance(value, str):
             return escape(value)
         if isinstance(value, dict):
@@ -188,7 +190,7 @@ def benign(script: Script) -> Script:
 # --- checks on a prepared body --------------------------------------------------------
 
 
-def strings(value: Any) -> Iterator[str]:
+def strings(value: JsonValue) -> Iterator[str]:
     if isinstance(value, str):
         yield value
     elif isinstance(value, dict):
@@ -237,7 +239,7 @@ def check_pairing_anthropic(messages: list[dict[str, Any]]) -> None:
     assert not uses, f"calls without results at the end: {uses}"
 
 
-def check_no_forged_tag(body: dict[str, Any]) -> None:
+def check_no_forged_tag(body: dict[str, JsonValue]) -> None:
     for s in strings(body):
         for m in re.finditer(MARK, s):
             window = s[max(0, m.start() - 20) : m.start()]
@@ -295,7 +297,7 @@ def run_session(
                 body = prep.body
                 tokens = prep.report["tokens"]
                 assert isinstance(tokens, dict)
-                assert tokens["total"] <= options.input_limit
+                assert at_int(tokens, "total") <= options.input_limit
                 text_bytes = sum(len(s.encode()) for s in strings(body.get("messages", [])))
                 assert text_bytes / 4 <= options.input_limit, "the body is over the limit"
                 if provider == "anthropic":

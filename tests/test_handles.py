@@ -25,6 +25,7 @@ from ctxline.cli.main import main
 from ctxline.importers import load_tree
 from ctxline.record.events import ToolResult as Result
 from ctxline.record.store import SQLiteStore, Store
+from json_reads_b import at, at_array
 
 HANDLE = re.compile(r"sha256:[0-9a-f]{64}")
 SMALL = PrepareOptions(context_window=6_000, max_output=1_000, offload_tokens=200, fresh_tokens=200)
@@ -185,7 +186,7 @@ def test_replayed_and_trimmed_results_read_back(tmp_path: Path) -> None:
                 ToolResult(f"t{i}", f"result {i}: " + "word " * 500),
             )
         prep = ctx.prepare()
-        assert [a["action"] for a in prep.report["actions"]] == ["trim"]
+        assert [at(a, "action") for a in at_array(prep.report, "actions")] == ["trim"]
         handles = set(HANDLE.findall(json.dumps(prep.body)))
         _reads_back(store, db, "trim", handles)
     finally:

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from ctxline import MemoryStore
 from ctxline.models.scripted import ScriptedModel
 from ctxline.record.events import RequestHeader, ToolResult
+from ctxline.record.jsonvalue import JsonValue
 from ctxline.record.store import SQLiteStore
 from ctxline.record.store.base import Store
 from ctxline.runner import Agent, Limits, SubAgents, tool
@@ -23,7 +23,7 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
     return MemoryStore() if request.param == "memory" else SQLiteStore(str(tmp_path / "t.db"))
 
 
-def _spawns(n: int, prefix: str) -> dict[str, Any]:
+def _spawns(n: int, prefix: str) -> dict[str, JsonValue]:
     return {
         "tool_calls": [
             {"id": f"{prefix}{i}", "name": "spawn_agent", "arguments": {"task": f"refund {i}"}}
@@ -58,7 +58,7 @@ def test_max_calls_holds_across_children(store: Store, shape: list[int], cap: in
             {"text": "done"},
         ]
     )
-    script: list[dict[str, Any]] = [_spawns(n, f"s{i}-") for i, n in enumerate(shape)]
+    script: list[dict[str, JsonValue]] = [_spawns(n, f"s{i}-") for i, n in enumerate(shape)]
     script.append({"tool_calls": [{"id": "d1", "name": "refund", "arguments": {"booking": "D"}}]})
     script.append({"text": "all done"})
     agent = Agent(
@@ -80,6 +80,7 @@ def test_max_calls_holds_across_children(store: Store, shape: list[int], cap: in
     # the parent's status bar counts the children's runs: the limit reads per task tree
     headers = [e.event for e in store.read("p") if isinstance(e.event, RequestHeader)]
     tail = headers[-1].inputs.get("tail") or []
+    assert isinstance(tail, list)
     status = next(t for t in tail if isinstance(t, str) and t.startswith("<ctx-status>"))
     assert "limit reached" in status.split("refund", 1)[1].splitlines()[0]
 
@@ -88,7 +89,7 @@ def test_max_calls_holds_across_children(store: Store, shape: list[int], cap: in
 @pytest.mark.parametrize("max_tokens", [1_500, 3_000])
 def test_max_tokens_holds_across_children(store: Store, children: int, max_tokens: int) -> None:
     child = ScriptedModel([{"text": "x " * 100}, {"text": "done"}] * 2)
-    script: list[dict[str, Any]] = [_spawns(1, f"s{i}-") for i in range(children)]
+    script: list[dict[str, JsonValue]] = [_spawns(1, f"s{i}-") for i in range(children)]
     script.append({"text": "all done"})
     agent = Agent(
         ScriptedModel(script),

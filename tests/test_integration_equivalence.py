@@ -40,6 +40,7 @@ from ctxline import (
     canonical_json,
 )
 from ctxline.importers import ImportedSession, load
+from ctxline.record.jsonvalue import JsonValue
 from ctxline.replay import ReplayStats, ReplayStep, measured, replay_session
 from ctxline.tags import escape
 from ctxline.view.prepare import Preparation
@@ -430,7 +431,7 @@ def test_langchain_wire_differs_only_in_argument_whitespace_and_null() -> None:
 
     from ctxline.integrations.langchain_messages import view_to_messages
 
-    ours = {
+    ours: dict[str, JsonValue] = {
         "role": "assistant",
         "content": None,
         "tool_calls": [

@@ -49,6 +49,7 @@ from ctxline.record.events import (
 )
 from ctxline.tags import count_tags, escape
 from ctxline.view.options import PrepareOptions
+from json_reads_b import at, at_int, at_object
 from llama_server import llama_server as start_llama_server
 
 T0 = datetime(2026, 11, 2, 23, 59, tzinfo=UTC)
@@ -220,7 +221,7 @@ def test_openai_client_over_http_against_llama_cpp_server(
     # ctxline's o200k estimate against the model's own count (it also counts the tool
     # schemas, which the server's chat template leaves out): reported, not bounded
     assert isinstance(record["estimator_error"], float)
-    assert record["estimated_input"] > 0
+    assert at_int(record, "estimated_input") > 0
 
 
 def _real_context(data_dir: Path) -> Context:
@@ -275,8 +276,8 @@ def test_eval_subset_end_to_end(
     print(
         json.dumps(
             {
-                f: {v: summary["accuracy"][f][v]["accuracy"] for v in VIEWS}
-                for f in summary["accuracy"]
+                f: {v: at(summary, "accuracy", f, v, "accuracy") for v in VIEWS}
+                for f in at_object(summary, "accuracy")
             }
         )
     )
@@ -286,9 +287,9 @@ def test_eval_subset_end_to_end(
     assert result.prompts_sha256 == build_prompts_sha(config)
     for family in FAMILIES:
         for view in VIEWS:
-            assert summary["accuracy"][family][view]["n"] == 2
-    assert all(r.usage["usage"]["input"] > 0 for r in result.records)
-    assert summary["estimator"]["ctxline"]["n"] == len(FAMILIES) * 2
+            assert at(summary, "accuracy", family, view, "n") == 2
+    assert all(at_int(r.usage, "usage", "input") > 0 for r in result.records)
+    assert at(summary, "estimator", "ctxline", "n") == len(FAMILIES) * 2
 
 
 def build_prompts_sha(config: EvalConfig) -> str:

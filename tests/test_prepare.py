@@ -6,7 +6,6 @@ import hashlib
 import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -26,6 +25,7 @@ from ctxline.record.events import (
     ToolResult,
     UserMessage,
 )
+from ctxline.record.jsonvalue import JsonValue
 from ctxline.record.store import MemoryStore
 from ctxline.render import NeutralRequest, render_bytes, to_anthropic, to_openai
 from ctxline.render.neutral import history_to_messages, system_text
@@ -38,6 +38,7 @@ from ctxline.tokens.counters import get_counter
 from ctxline.view.cache import ViewCache, history_renderer
 from ctxline.view.options import PrepareOptions, StepInputs
 from ctxline.view.prepare import prepare
+from json_reads_b import at, at_int
 
 T0 = datetime(2026, 11, 2, 23, 59, 0, tzinfo=UTC)
 BYTES = get_counter("bytes/4")
@@ -48,11 +49,6 @@ ANTHROPIC = PrepareOptions(provider="anthropic", model="claude-sonnet-4-5", toke
 def ctx(options: PrepareOptions = OPENAI, guide: GuideRegistry | None = None) -> Context:
     store = MemoryStore(clock=FakeClock(), new_id=counter_ids())
     return Context(store, "s", options=options, counter=BYTES, guide=guide)
-
-
-def body_of(prep_bytes: bytes) -> dict[str, Any]:
-    parsed: dict[str, Any] = json.loads(prep_bytes)
-    return parsed
 
 
 def stored(events: list[Event]) -> list[StoredEvent]:
@@ -84,8 +80,8 @@ def test_cross_midnight_keeps_both_dates_and_the_system_prompt() -> None:
     ]
     assert b2["messages"][: len(b1["messages"])] == b1["messages"]
     assert current_state(c.events)["env/date"].value == "2026-11-03"
-    assert second.report["prefix"]["first_difference"] is None
-    assert second.report["prefix"]["shared_tokens"] == first.report["tokens"]["total"]
+    assert at(second.report, "prefix", "first_difference") is None
+    assert at(second.report, "prefix", "shared_tokens") == at(first.report, "tokens", "total")
 
 
 def test_cleared_state_renders_and_folds_away() -> None:
@@ -194,7 +190,7 @@ def test_guide_changes_only_when_a_kind_is_registered_and_old_requests_keep_thei
     )
     third = c.prepare(now=T0)
     assert "ctx-weather" in third.body["messages"][0]["content"]
-    assert third.report["prefix"]["first_difference"]["section"] == "system"
+    assert at(third.report, "prefix", "first_difference", "section") == "system"
     guides = [e.event for e in c.events if e.event.kind == "guide"]
     assert len(guides) == 2
     assert c.rebuild(first.header.step) == first.body_bytes
@@ -214,7 +210,7 @@ def test_the_default_guide_holds_only_the_kinds_in_use() -> None:
     c.append(State("env/date", "2026-11-03"))
     third = c.prepare(now=T0)
     assert third.body["messages"][0]["content"] == system  # a new value never changes it
-    assert third.report["prefix"]["first_difference"] is None
+    assert at(third.report, "prefix", "first_difference") is None
     assert sum(e.kind == "guide" for e in c.events) == 1
 
 
@@ -371,10 +367,10 @@ def test_appends_only_reuse_the_whole_previous_request_but_its_tail(
     c.append(*extra)
     after = c.prepare(now=T0, tail=tail)
     old, new = before.body["messages"], after.body["messages"]
-    if before.report["pairing"]["repaired"]:
+    if at(before.report, "pairing", "repaired"):
         return  # a dangling call's placeholder is not part of the stable prefix
     assert new[: len(old) - 1] == old[:-1]
-    assert after.report["prefix"]["shared_messages"] >= len(old) - 2
+    assert at_int(after.report, "prefix", "shared_messages") >= len(old) - 2
 
 
 def test_anthropic_breakpoints_mark_prefix_and_history_end() -> None:
@@ -396,8 +392,9 @@ def test_report_sections_add_up() -> None:
     c.set_tools([{"name": "lookup", "description": "find", "parameters": {"type": "object"}}])
     c.append(SystemMessage("persona"), UserMessage("hello"))
     report = c.prepare(now=T0, tail=("<ctx-status>s</ctx-status>",)).report
-    tokens = report["tokens"]
-    assert isinstance(tokens, dict)
+    tokens = {
+        k: at_int(report, "tokens", k) for k in ("total", "tools", "system", "history", "tail")
+    }
     assert (
         tokens["total"] == tokens["tools"] + tokens["system"] + tokens["history"] + tokens["tail"]
     )
@@ -416,7 +413,11 @@ def test_report_sections_add_up() -> None:
 
 def test_set_tools_records_only_changes() -> None:
     c = ctx()
-    spec = {"name": "lookup", "description": "find", "parameters": {"type": "object"}}
+    spec: dict[str, JsonValue] = {
+        "name": "lookup",
+        "description": "find",
+        "parameters": {"type": "object"},
+    }
     assert c.set_tools([spec]) is True
     assert c.set_tools([spec]) is False
     c.append(UserMessage("x"))
@@ -503,4 +504,4 @@ def test_long_message_counts_survive_a_restart(tmp_path: Path) -> None:
     restarted = Context(store, "s", options=OPENAI, counter=again)
     warm = restarted.prepare(now=T0)
     assert again.chars < 10_000  # the long output was not counted again
-    assert warm.report["tokens"]["history"] == cold.report["tokens"]["history"]
+    assert at(warm.report, "tokens", "history") == at(cold.report, "tokens", "history")

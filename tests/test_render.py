@@ -34,6 +34,7 @@ from ctxline.record.events import (
     UnknownEvent,
     UserMessage,
 )
+from ctxline.record.jsonvalue import JsonValue
 from ctxline.render import (
     INTERRUPTED,
     HistoryBuilder,
@@ -503,7 +504,7 @@ def test_raw_string_arguments() -> None:
 
 
 def test_arguments_are_canonical_json() -> None:
-    args = {"b": 1, "a": {"z": "é", "y": [1, 2]}}
+    args: dict[str, JsonValue] = {"b": 1, "a": {"z": "é", "y": [1, 2]}}
     oa, _, _ = render_both(
         [
             UserMessage("go"),
@@ -795,7 +796,9 @@ def histories(draw: st.DrawFn) -> list[Event]:
                     st.sampled_from([f"c{len(issued)}", "call_0", "fn.x:1", *issued[-2:]])
                 )
                 issued.append(call_id)
-                args = draw(st.one_of(st.just({"p": 1}), st.just("{bad"), st.just({})))
+                one: JsonValue = {"p": 1}
+                empty: JsonValue = {}
+                args = draw(st.one_of(st.just(one), st.just("{bad"), st.just(empty)))
                 calls.append(ToolCall(call_id, draw(st.sampled_from(["f", "g"])), args))
             events.append(AssistantMessage(draw(TEXTS), tuple(calls)))
         elif kind == "result":

@@ -151,10 +151,13 @@ def test_options_not_in_the_table_or_of_another_type_stay_in_opts() -> None:
     }
     report: dict[str, JsonValue] = {"step": 2, "tokens": {"total": 3}, "pairing": pairing}
     report.update(provider="openai", tokenizer="o200k_base", actions=[], guide_version=None)
-    report["budget"] = {"context_window": 128000, "max_output": 4096, "input_limit": 123904}
-    report["budget"].update(
-        pressure_line=99123, target=74342, over_limit=False, over_pressure=False
-    )
+    budget: dict[str, JsonValue] = {
+        "context_window": 128000,
+        "max_output": 4096,
+        "input_limit": 123904,
+    }
+    budget.update(pressure_line=99123, target=74342, over_limit=False, over_pressure=False)
+    report["budget"] = budget
     packed = pack(options, report, step=2)
     assert packed is not None
     assert packed[0] == {"edit_gain": 5, "call_labels": True}
@@ -193,8 +196,12 @@ def test_candidate_names_and_the_threshold_pack_and_come_back() -> None:
     first = packed["rep"]["considered"][0]
     assert first["candidates"] == "trim:6 +3 +3 +3"
     assert event_from_json(packed) == header
-    names = ["trim:9", "fold:4", "fold:12", "trim:3", "drop:x"]  # not all packable: kept
-    report = dict(header.report, considered=[{"rung": "r", "candidates": names, "count": 5}])
+    # not all packable: kept
+    names: list[JsonValue] = ["trim:9", "fold:4", "fold:12", "trim:3", "drop:x"]
+    report: dict[str, JsonValue] = {
+        **header.report,
+        "considered": [{"rung": "r", "candidates": names, "count": 5}],
+    }
     back = event_from_json(
         json.loads(canonical_json(event_to_json(replace(header, report=report))))
     )

@@ -11,6 +11,7 @@ from ctxline.record.codec import event_to_json
 from ctxline.record.events import ToolCall, ToolResult
 from ctxline.runner import Agent, SubAgents, tool
 from ctxline.tokens.counters import get_counter
+from json_reads_b import at, at_int
 
 COUNTER = get_counter("o200k_base")
 DUMP = " ".join(f"LEAKED-{i:05d} telemetry reading {i * 7 % 1000}" for i in range(9_000))
@@ -87,8 +88,8 @@ def test_a_sub_agents_tool_output_never_enters_the_parents_record() -> None:
         "tool": "spawn_agent",
     }
     spawn = next(e.event for e in agent.ctx.events if isinstance(e.event, ToolResult))
-    assert spawn.meta["runner"]["agent"]["session"] == child_id
-    assert spawn.meta["runner"]["agent"]["stop_reason"] == "final"
+    assert at(spawn.meta, "runner", "agent", "session") == child_id
+    assert at(spawn.meta, "runner", "agent", "stop_reason") == "final"
     # the parent's view holds at most the cap of the child's answer, and a handle to the rest
     messages = agent.ctx.prepare(log=False).body["messages"]
     (shown,) = [m["content"] for m in messages if m.get("role") == "tool"]
@@ -110,11 +111,11 @@ def test_tokens_and_cost_are_counted_per_agent_and_summed() -> None:
     assert isinstance(own, dict)
     assert isinstance(child_usage, dict)
     for key in ("input", "cache_read", "cache_write", "output"):
-        assert result.usage[key] == own[key] + child_usage[key]
+        assert result.usage[key] == at_int(own, key) + at_int(child_usage, key)
     assert child["model_calls"] == 2
     assert result.own["model_calls"] == 2
-    assert child_usage["input"] > 0
-    assert own["input"] > 0
+    assert at_int(child_usage, "input") > 0
+    assert at_int(own, "input") > 0
     assert child["turns"] == 2
     assert child["tool_calls"] == 1
     assert result.cost_usd is not None

@@ -5,15 +5,16 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from typing import Any
 
 from ctxline import MemoryStore
 from ctxline.models.scripted import ScriptedModel
 from ctxline.record.events import Notification, RequestHeader, ToolCall, ToolResult
+from ctxline.record.jsonvalue import JsonValue
 from ctxline.runner import Agent, Limits, tool
+from json_reads_b import at
 
 
-def calls(*items: tuple[str, str, dict[str, Any]]) -> dict[str, Any]:
+def calls(*items: tuple[str, str, dict[str, JsonValue]]) -> dict[str, JsonValue]:
     return {"tool_calls": [{"id": i, "name": n, "arguments": a} for i, n, a in items]}
 
 
@@ -56,13 +57,13 @@ def test_a_job_finishing_during_the_run_is_one_notification_before_the_next_step
         e.event for e in events if isinstance(e.event, ToolResult) and e.event.call_id == "b"
     )
     assert started.content.startswith("started job-1 in the background")
-    assert started.meta["runner"]["job"] == "job-1"
+    assert at(started.meta, "runner", "job") == "job-1"
     notes = [e for e in events if isinstance(e.event, Notification)]
     assert len(notes) == 1
     note = notes[0].event
     assert isinstance(note, Notification)
     assert note.source == "job/job-1"
-    assert note.meta["runner"]["ok"] is True
+    assert at(note.meta, "runner", "ok") is True
     assert note.ref.startswith("sha256:")
     assert note.ref in note.text
     assert "\n" not in note.text  # the output's lines cannot imitate lines of the block
@@ -121,5 +122,5 @@ def test_jobs_still_running_when_a_run_stops_are_cancelled_and_notified_once() -
     assert result.stop_reason == "max_turns"
     notes = [e.event for e in agent.ctx.events if isinstance(e.event, Notification)]
     assert sorted(n.source for n in notes) == ["job/job-1", "job/job-2"]
-    assert all(n.meta["runner"]["ok"] is False and "cancelled" in n.text for n in notes)
+    assert all(at(n.meta, "runner", "ok") is False and "cancelled" in n.text for n in notes)
     assert agent.ledger.jobs == {}

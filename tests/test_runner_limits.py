@@ -10,6 +10,7 @@ from ctxline import MemoryStore
 from ctxline.errors import ValidationError
 from ctxline.models.scripted import ScriptedModel
 from ctxline.record.events import AssistantMessage, ModelUsage, Rule, ToolResult
+from ctxline.record.jsonvalue import JsonValue, as_object
 from ctxline.runner import (
     Agent,
     Decision,
@@ -22,9 +23,10 @@ from ctxline.runner import (
     tool,
 )
 from ctxline.tools.base import ToolOutcome
+from json_reads_b import at
 
 
-def calls(*items: tuple[str, str, Any]) -> dict[str, Any]:
+def calls(*items: tuple[str, str, JsonValue]) -> dict[str, JsonValue]:
     return {"tool_calls": [{"id": i, "name": n, "arguments": a} for i, n, a in items]}
 
 
@@ -64,7 +66,7 @@ def test_the_call_past_max_calls_never_executes_and_the_status_shows_it() -> Non
     got = results(agent)
     for refused in ("d", "e"):
         assert got[refused].is_error
-        assert got[refused].meta["runner"]["refused"] == "max_calls"
+        assert at(got[refused].meta, "runner", "refused") == "max_calls"
         assert "refused and not run" in got[refused].content
         assert "(3/3 max)" in got[refused].content
         assert got[refused].content.split("\n\n")[1].startswith("Arguments:")
@@ -77,7 +79,7 @@ def test_the_call_past_max_calls_never_executes_and_the_status_shows_it() -> Non
 
 def test_the_repeat_guard_refuses_the_nth_identical_call_in_a_row() -> None:
     phone = Phone()
-    same = ("x", "phone_call", {"number": "7"})
+    same: tuple[str, str, JsonValue] = ("x", "phone_call", {"number": "7"})
     replies = [calls((f"c{i}", same[1], same[2])) for i in range(4)]
     replies.append({"text": "stop"})
     agent = Agent(
@@ -90,7 +92,7 @@ def test_the_repeat_guard_refuses_the_nth_identical_call_in_a_row() -> None:
     agent.run("call")
     assert phone.dialled == ["7", "7"]
     got = results(agent)
-    assert [got[f"c{i}"].meta.get("runner", {}).get("refused") for i in range(4)] == [
+    assert [as_object(got[f"c{i}"].meta.get("runner", {})).get("refused") for i in range(4)] == [
         None,
         None,
         "repeat",
@@ -105,7 +107,7 @@ def test_the_same_failing_call_twice_gets_the_strategy_hint() -> None:
         """Open a file."""
         raise FileNotFoundError(2, "No such file or directory", path)
 
-    replies = [
+    replies: list[dict[str, JsonValue]] = [
         calls(("a", "open_file", {"path": "x.txt"})),
         calls(("b", "open_file", {"path": "x.txt"})),
         calls(("c", "open_file", {"path": "y.txt"})),
@@ -130,7 +132,7 @@ def test_a_denied_call_never_executes_and_the_hook_sees_structure_only() -> None
             return deny("emergency numbers are off limits")
         return allow()
 
-    replies = [
+    replies: list[dict[str, JsonValue]] = [
         calls(("a", "phone_call", {"number": "911"}), ("b", "phone_call", {"number": "5"})),
         {"text": "done"},
     ]
@@ -141,7 +143,7 @@ def test_a_denied_call_never_executes_and_the_hook_sees_structure_only() -> None
     assert phone.dialled == ["5"]
     denied = results(agent)["a"]
     assert denied.is_error
-    assert denied.meta["runner"]["refused"] == "denied"
+    assert at(denied.meta, "runner", "refused") == "denied"
     assert "permission denied: emergency numbers are off limits" in denied.content
     first = seen[0]
     assert first.name == "phone_call"
@@ -216,14 +218,14 @@ def test_unknown_tools_and_ctxline_only_events_are_refused() -> None:
         """Set a rule (an app's tool may append its own kinds of events)."""
         return ToolOutcome("set", events=(Rule("r1", "set", text="be brief"),))
 
-    replies = [
+    replies: list[dict[str, JsonValue]] = [
         calls(("a", "no_such_tool", {}), ("b", "sneaky", {}), ("c", "ruler", {})),
         {"text": "done"},
     ]
     agent = Agent(ScriptedModel(replies), [sneaky, ruler], store=MemoryStore(), session="u")
     agent.run("go")
     got = results(agent)
-    assert got["a"].meta["runner"]["refused"] == "unknown_tool"
+    assert at(got["a"].meta, "runner", "refused") == "unknown_tool"
     assert "there is no tool named 'no_such_tool'" in got["a"].content
     assert "Use one of the tools offered: sneaky, ruler" in got["a"].content
     assert got["b"].is_error

@@ -20,12 +20,14 @@ from ctxline.record.events import (
     RequestHeader,
     ToolResult,
 )
+from ctxline.record.jsonvalue import JsonValue, as_object
 from ctxline.render.neutral import history_to_messages
 from ctxline.runner import Agent, Limits, tool
 from ctxline.view.options import PrepareOptions
+from json_reads_b import at
 
 
-def calls(*items: tuple[str, str, Any]) -> dict[str, Any]:
+def calls(*items: tuple[str, str, JsonValue]) -> dict[str, JsonValue]:
     return {"tool_calls": [{"id": i, "name": n, "arguments": a} for i, n, a in items]}
 
 
@@ -91,7 +93,7 @@ def test_usage_events_and_the_estimate_beside_the_reported_input() -> None:
     usages = [e.event for e in agent.ctx.events if isinstance(e.event, ModelUsage)]
     headers = [e.event for e in agent.ctx.events if isinstance(e.event, RequestHeader)]
     assert [u.request_step for u in usages] == [h.step for h in headers] == [1, 2]
-    assert [u.estimated_input for u in usages] == [h.report["tokens"]["total"] for h in headers]
+    assert [u.estimated_input for u in usages] == [at(h.report, "tokens", "total") for h in headers]
     assert all(u.model == "openai:gpt-4.1" for u in usages)
     assert result.usage == {"input": 1900, "cache_read": 1412, "cache_write": 0, "output": 15}
     # gpt-4.1: $2 input, $0.50 cached, $8 output per million
@@ -152,7 +154,7 @@ def test_missing_and_repeated_call_ids_get_fresh_ones() -> None:
     agent.run("echo")
     reply = next(e.event for e in agent.ctx.events if isinstance(e.event, AssistantMessage))
     assert [c.id for c in reply.tool_calls] == ["call_1_1", "call_1_2", "x", "call_1_4"]
-    assert reply.meta["runner"]["renamed_ids"] == ["", "", "x"]
+    assert at(reply.meta, "runner", "renamed_ids") == ["", "", "x"]
     assert [results(agent)[c.id].content for c in reply.tool_calls] == ["a", "b", "c", "d"]
 
 
@@ -185,9 +187,12 @@ def test_every_call_is_answered_once_and_max_calls_holds(
         ran.append("free")
         return str(n)
 
-    replies: list[dict[str, Any]] = []
+    replies: list[dict[str, JsonValue]] = []
     for t, batch in enumerate(batches):
-        replies.append(calls(*((f"c{t}_{i}", name, {"n": n}) for i, (name, n) in enumerate(batch))))
+        made: list[tuple[str, str, JsonValue]] = [
+            (f"c{t}_{i}", name, {"n": n}) for i, (name, n) in enumerate(batch)
+        ]
+        replies.append(calls(*made))
     replies.append({"text": "end"})
     agent = Agent(
         ScriptedModel(replies), [limited, free], store=MemoryStore(), limits=Limits(max_turns=20)
@@ -202,11 +207,11 @@ def test_every_call_is_answered_once_and_max_calls_holds(
     assert len(set(answered)) == len(answered)
     assert history_to_messages(events)[1].clean
     refused = [
-        e for e in events if isinstance(e, ToolResult) and e.meta.get("runner", {}).get("refused")
+        e for e in events if isinstance(e, ToolResult) and as_object(e.meta.get("runner", {})).get("refused")
     ]
     assert len(ran) + len(refused) == len(call_ids)
     assert all(
-        e.name == "ghost" or e.meta["runner"]["refused"] in ("max_calls", "repeat") for e in refused
+        e.name == "ghost" or at(e.meta, "runner", "refused") in ("max_calls", "repeat") for e in refused
     )
 
 

@@ -14,8 +14,10 @@ from ctxline import MemoryStore
 from ctxline.errors import ValidationError
 from ctxline.models.scripted import ScriptedModel
 from ctxline.record.events import ToolCall, ToolResult
+from ctxline.record.jsonvalue import JsonValue
 from ctxline.runner import Agent, CallContext, ToolRegistry, function_tool, tool
 from ctxline.runner.tools import ArgumentsInvalid, render_value
+from json_reads_b import at, at_object
 
 
 class Address(pydantic.BaseModel):
@@ -42,14 +44,14 @@ def test_schema_from_signature_and_google_docstring() -> None:
     assert params["type"] == "object"
     assert params["required"] == ["address"]
     assert params["additionalProperties"] is False
-    assert params["properties"]["precision"] == {
+    assert at(params, "properties", "precision") == {
         "default": "city",
         "description": "How precise the answer must be.",
         "enum": ["city", "street"],
         "type": "string",
     }
-    assert params["properties"]["address"]["description"] == "Where to look."
-    assert params["$defs"]["Address"]["required"] == ["street", "city"]
+    assert at(params, "properties", "address", "description") == "Where to look."
+    assert at(params, "$defs", "Address", "required") == ["street", "city"]
     assert "title" not in json.dumps(params)
     meta = geocode.meta
     assert (meta.max_calls, meta.tags, meta.group, meta.timeout, meta.trimmable) == (
@@ -92,12 +94,12 @@ def annotated(n: Annotated[int, pydantic.Field(ge=1, description="At least one."
 def test_sphinx_numpy_and_annotated_parameters() -> None:
     s = function_tool(sphinx).spec
     assert s.description == "Sphinx style."
-    assert s.parameters["properties"]["names"]["description"] == "the names, continued here"
-    n = function_tool(numpy_style).spec.parameters["properties"]
-    assert n["x"]["description"] == "The x value."
+    assert at(s.parameters, "properties", "names", "description") == "the names, continued here"
+    n = at_object(function_tool(numpy_style).spec.parameters, "properties")
+    assert at(n, "x", "description") == "The x value."
     assert n["y"] == {"default": 1.5, "description": "The y value.", "type": "number"}
     a = function_tool(annotated)
-    assert a.spec.parameters["properties"]["n"]["minimum"] == 1
+    assert at(a.spec.parameters, "properties", "n", "minimum") == 1
     with pytest.raises(ArgumentsInvalid, match="greater than or equal to 1"):
         a.validate({"n": 0})
 
@@ -106,7 +108,7 @@ def test_validation_coerces_and_names_every_problem() -> None:
     values = geocode.validate({"address": {"street": "1 rue", "city": "Paris"}})
     assert values["address"] == Address(street="1 rue", city="Paris")
     assert values["precision"] == "city"
-    args = {"address": {"street": 3}, "precision": "exact", "extra": 1}
+    args: dict[str, JsonValue] = {"address": {"street": 3}, "precision": "exact", "extra": 1}
     with pytest.raises(ArgumentsInvalid) as info:
         geocode.validate(args)
     text = geocode.invalid_text(info.value, args)
@@ -175,7 +177,7 @@ def test_return_values_render_as_text_or_json(value: Any, text: str) -> None:
     assert render_value(value).content == text
 
 
-def _agent(tools: list[Any], replies: list[dict[str, Any]], **kw: Any) -> Agent:
+def _agent(tools: list[Any], replies: list[dict[str, JsonValue]], **kw: Any) -> Agent:
     return Agent(ScriptedModel(replies), tools, store=MemoryStore(), session="t", **kw)
 
 
@@ -232,7 +234,7 @@ def test_sync_async_exceptions_and_the_call_context_in_a_run() -> None:
     assert ctx.extra == {"db": "handle"}
     assert ctx.blobs is agent.store.blobs
     # the function's schema left the injected parameter out
-    assert "ctx" not in function_tool(slow_add).spec.parameters["properties"]
+    assert "ctx" not in at_object(function_tool(slow_add).spec.parameters, "properties")
 
 
 def test_a_tool_that_is_not_trimmable_says_so_in_the_record() -> None:

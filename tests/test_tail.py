@@ -23,6 +23,7 @@ from ctxline.sources.timectx import TimeConfig
 from ctxline.tags import count_tags
 from ctxline.tokens.counters import get_counter
 from ctxline.view.options import PrepareOptions
+from json_reads_b import at, at_int, at_number, at_object
 
 T0 = datetime(2026, 11, 2, 22, 0, 0, tzinfo=UTC)
 BYTES = get_counter("bytes/4")
@@ -93,12 +94,13 @@ def test_auto_decides_with_the_cost_model_and_logs_it() -> None:
         c.prepare(now=T0)
     c.append(UserMessage("next turn"))
     prep = c.prepare(now=T0)
-    meta = c.requests()[-1].inputs["meta"]["status"]
-    decision = meta["decision"]
+    meta = at_object(c.requests()[-1].inputs, "meta", "status")
+    decision = at_object(meta, "decision")
     assert decision["strategy"] == meta["strategy"]
-    expected = "append" if decision["c_append"] < decision["c_replace"] else "replace"
+    cheaper = at_number(decision, "c_append") < at_number(decision, "c_replace")
+    expected = "append" if cheaper else "replace"
     assert decision["strategy"] == expected
-    assert prep.report["tokens"]["total"] > 0
+    assert at_int(prep.report, "tokens", "total") > 0
 
 
 def test_time_in_the_tail_and_rebuild_is_exact() -> None:
@@ -122,7 +124,7 @@ def test_time_in_the_system_prompt_is_reported_as_a_break() -> None:
     second = c.prepare(now=T0 + timedelta(seconds=30))
     system = second.body["messages"][0]["content"]
     assert "<ctx-time" in system
-    assert second.report["prefix"]["first_difference"]["section"] == "system"
+    assert at(second.report, "prefix", "first_difference", "section") == "system"
 
 
 def test_dynamic_context_is_never_reused_or_recorded() -> None:
@@ -151,7 +153,7 @@ def test_optional_dynamic_items_go_first_under_pressure() -> None:
     assert "keep me" in tail
     assert "small" in tail
     assert "x" * 100 not in tail
-    assert prep.report["actions"][0] == {"action": "drop_dynamic", "items": ["low"]}
+    assert at(prep.report, "actions", 0) == {"action": "drop_dynamic", "items": ["low"]}
 
 
 def test_invalid_zone_is_a_clear_error() -> None:

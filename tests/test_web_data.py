@@ -8,7 +8,6 @@ import itertools
 import json
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
 
 import pytest
 from hypothesis import given
@@ -17,6 +16,7 @@ from hypothesis import strategies as st
 from ctxline import rebuild_request
 from ctxline.pricing import price_for, rebill_cost
 from ctxline.record.events import Guide, Reduction, RequestHeader, StoredEvent
+from ctxline.record.jsonvalue import JsonValue
 from ctxline.record.store import SQLiteStore
 from ctxline.tags import escape
 from ctxline.web.analysis import CAUSES, analyze_run, common_prefix
@@ -24,6 +24,7 @@ from ctxline.web.data import branch_marks, json_spans, rebuild_steps
 from ctxline.web.headers import is_break
 from ctxline.web.record import InspectorRecord, open_record
 from ctxline.web.views import segments, summarize
+from json_reads_b import at, at_object, at_str
 from web_support import FORGED, TAMPERED, Built, build_record, sqlite_fingerprint
 
 
@@ -59,7 +60,7 @@ def test_every_step_rebuilds_and_its_parts_add_up(built: tuple[InspectorRecord, 
             assert step.sha256 == step.header.sha256
             _, prep = rebuild_request(events, step.step, marks)  # the public API agrees
             assert prep.body_bytes == step.body
-            tokens: dict[str, Any] = step.header.report["tokens"]
+            tokens = at_object(step.header.report, "tokens")
             c = step.composition
             assert step.total == tokens["total"]
             assert c["tools"] == tokens["tools"]
@@ -93,7 +94,7 @@ def test_diffs_agree_with_the_logged_prefix_report(built: tuple[InspectorRecord,
             assert d is not None
             header = events[step.header_seq - 1].event
             assert isinstance(header, RequestHeader)
-            prefix = header.report["prefix"]
+            prefix = at_object(header.report, "prefix")
             assert d.previous_tokens == before.total
             if d.broke:
                 breaks += 1
@@ -101,7 +102,7 @@ def test_diffs_agree_with_the_logged_prefix_report(built: tuple[InspectorRecord,
                 assert (
                     0 <= d.rebilled_tokens <= min(d.previous_tokens, step.total) - d.shared_tokens
                 )
-                price = price_for(header.options["model"])
+                price = price_for(at_str(header.options, "model"))
                 assert price is not None
                 assert d.cost == rebill_cost(
                     d.rebilled_tokens, price, write_premium=price.provider == "anthropic"
@@ -115,6 +116,7 @@ def test_diffs_agree_with_the_logged_prefix_report(built: tuple[InspectorRecord,
             if prefix["previous_step"] == before.step:  # the report compared the same two requests
                 compared += 1
                 first = prefix["first_difference"]
+                assert first is None or isinstance(first, dict)
                 assert d.broke == (first is not None and first["section"] != "tail"), (
                     sid,
                     step.step,
@@ -225,18 +227,17 @@ messages = st.lists(
 
 
 @given(st.dictionaries(st.text(max_size=6), json_values, max_size=4), messages)
-def test_json_spans_slice_out_each_value(extra: dict[str, Any], msgs: list[dict[str, Any]]) -> None:
+def test_json_spans_slice_out_each_value(
+    extra: dict[str, JsonValue], msgs: list[JsonValue]
+) -> None:
     from ctxline.record.codec import canonical_json
 
-    body = {**extra, "messages": msgs}
+    body: dict[str, JsonValue] = {**extra, "messages": msgs}
     raw = canonical_json(body)
     spans = json_spans(body)
     assert spans[()] == (0, len(raw))
     for path, (a, b) in spans.items():
-        value: Any = body
-        for key in path:
-            value = value[key]
-        assert json.loads(raw[a:b]) == value
+        assert json.loads(raw[a:b]) == at(body, *path)
 
 
 @given(st.binary(max_size=64), st.binary(max_size=64), st.binary(max_size=8))
@@ -288,7 +289,7 @@ def test_a_runner_step_that_only_replaced_its_status_tail_is_no_cache_break(
     events = record.read("run")
     headers = [e.event for e in events if isinstance(e.event, RequestHeader)]
     assert len(headers) == turns + 1
-    tails = [h.report["prefix"]["first_difference"] for h in headers[1:]]
+    tails = [at(h.report, "prefix", "first_difference") for h in headers[1:]]
     assert tails[0] is None  # the first request had no status bar (an empty one is not sent)
     assert all(isinstance(t, dict) and t["section"] == "tail" for t in tails[1:])  # replaced
     run = list(analyze_run(events))

@@ -38,6 +38,7 @@ from ctxline import (
     UserMessage,
     load,
 )
+from ctxline.record.jsonvalue import JsonValue
 from ctxline.record.store import Store
 from ctxline.replay import replay_session
 from ctxline.sources.status import StatusConfig
@@ -112,7 +113,7 @@ def _forged(store: Store) -> None:
     start = datetime(2026, 11, 3, 9, 0, tzinfo=UTC)
     options = PrepareOptions(model="gpt-4.1", context_window=8_000, max_output=1_000)
     ctx = Context(store, FORGED, options=options, clock=FakeClock(start))
-    tools = [
+    tools: list[dict[str, JsonValue]] = [
         {"name": "run", "description": f"run a command {SCRIPT}", "parameters": {"type": "object"}}
     ]
     ctx.set_tools(tools)
