@@ -252,9 +252,10 @@ def test_an_export_of_a_redacted_session_still_checks_outside_ctxline(tmp_path: 
             line = stored_to_json(ev)
             head = {k: line.pop(k) for k in ("seq", "id", "at")}
             body = json.dumps(line, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+            meta = line.get("meta")
             red = (
-                line.get("meta", {}).get(REDACTED_KEY)
-                if isinstance(line.get("meta"), dict)
+                meta.get(REDACTED_KEY)
+                if isinstance(meta, dict)
                 else None
             )
             digest = "sha256:" + hashlib.sha256(body.encode()).hexdigest()

@@ -118,7 +118,7 @@ class ToolMeta:
         return ("tool.result", "notification") if self.background else ("tool.result",)
 
     def to_json(self) -> dict[str, JsonValue]:
-        return {
+        out: dict[str, JsonValue] = {
             "tags": list(self.tags),
             "group": self.group,
             "max_calls": self.max_calls,
@@ -126,7 +126,10 @@ class ToolMeta:
             "trimmable": self.trimmable,
             "requires_approval": self.requires_approval,
             "background": self.background,
-        } | ({"isolate": True} if self.isolate else {})
+        }
+        if self.isolate:  # only when set: the logged form of the other tools is unchanged
+            out["isolate"] = True
+        return out
 
 
 @dataclass(frozen=True, slots=True)
