@@ -17,7 +17,7 @@ from collections.abc import Iterator, Sequence
 
 from ctxline.errors import IntegrityError, ValidationError
 from ctxline.record.events import RequestHeader, StoredEvent
-from ctxline.record.store.redaction import redaction_of
+from ctxline.record.redacted import redaction_of
 from ctxline.sources.base import Source
 from ctxline.sources.branch import BranchMark
 from ctxline.tokens.counters import TokenCounter, get_counter

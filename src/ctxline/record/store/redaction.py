@@ -31,8 +31,9 @@ from dataclasses import dataclass
 from ctxline.errors import IntegrityError, ValidationError
 from ctxline.record.blobs import text_ref
 from ctxline.record.codec import event_to_json
-from ctxline.record.events import Event, JsonValue, UnknownEvent
+from ctxline.record.events import Event, JsonValue
 from ctxline.record.parse import event_from_json
+from ctxline.record.redacted import REDACTED_KEY, redaction_of
 from ctxline.record.store.chain import encode_body
 from ctxline.record.store.writes import save_blobs
 
@@ -49,10 +50,6 @@ __all__ = [
     "scrub_store",
 ]
 
-REDACTED_KEY = "ctxline.redacted"
-"""The meta key of a redacted event's mark."""
-
-
 @dataclass(frozen=True, slots=True)
 class Redaction:
     """Replace the body of the event at ``seq`` of ``timeline``'s own events with ``event``
@@ -62,19 +59,6 @@ class Redaction:
     timeline: str
     seq: int
     event: Event
-
-
-def _meta(event: Event) -> dict[str, JsonValue]:
-    if isinstance(event, UnknownEvent):
-        meta = event.data.get("meta")
-        return meta if isinstance(meta, dict) else {}
-    return event.meta
-
-
-def redaction_of(event: Event) -> dict[str, JsonValue] | None:
-    """The redaction mark of ``event`` (``digest``, ``why``, ``at``), or None."""
-    mark = _meta(event).get(REDACTED_KEY)
-    return mark if isinstance(mark, dict) else None
 
 
 FieldPath = tuple[str | int, ...]
