@@ -31,6 +31,7 @@ from ctxline.errors import BlobError, IntegrityError, UnknownTimeline, Validatio
 from ctxline.record.events import StoredEvent
 from ctxline.record.store import Store, open_store
 from ctxline.record.store.base import MAIN, TimelineInfo
+from ctxline.web.checkpoints import EVERY, Checkpoints
 
 __all__ = ["BlobRow", "InspectorRecord", "SessionRow", "open_record"]
 
@@ -83,7 +84,12 @@ class InspectorRecord:
     """
 
     def __init__(
-        self, opener: Callable[[], Store], describe: str, meta: Callable[[Store], Meta]
+        self,
+        opener: Callable[[], Store],
+        describe: str,
+        meta: Callable[[Store], Meta],
+        *,
+        every: int = EVERY,
     ) -> None:
         self._opener = opener
         self._meta_of = meta
@@ -91,6 +97,9 @@ class InspectorRecord:
         self._opened: list[Store] = []
         self._lock = threading.Lock()
         self._prefix: tuple[tuple[str, str], list[StoredEvent]] | None = None
+        self._checkpoints: tuple[tuple[str, str], Checkpoints] | None = None
+        self.every = every
+        """Events between two fold checkpoints (:mod:`ctxline.web.checkpoints`)."""
         self.describe = describe
         """The database, as the page header shows it (a password is never included)."""
         self.store  # noqa: B018 (open it now: a bad URL fails here, not on the first page)
@@ -169,6 +178,15 @@ class InspectorRecord:
         with self._lock:
             self._prefix = (key, events)
         return events
+
+    def checkpoints(self, session: str, timeline: str) -> Checkpoints:
+        """The fold checkpoints of the timeline whose prefix is kept (one timeline, as the
+        prefix: they are folds of its events)."""
+        key = (session, timeline)
+        with self._lock:
+            if self._checkpoints is None or self._checkpoints[0] != key:
+                self._checkpoints = (key, Checkpoints(self.every))
+            return self._checkpoints[1]
 
     def _seqs(
         self,
@@ -263,8 +281,9 @@ def _postgres_meta(store: Any) -> Meta:
     return meta
 
 
-def open_record(url: str) -> InspectorRecord:
-    """The record at ``url`` (a path, ``sqlite:///path`` or ``postgresql://…``), read-only.
+def open_record(url: str, *, every: int = EVERY) -> InspectorRecord:
+    """The record at ``url`` (a path, ``sqlite:///path`` or ``postgresql://…``), read-only;
+    ``every``: events between two fold checkpoints of a step page (0: none, cold rebuilds).
 
     Raises :class:`ValidationError` for a missing file (never creating one) or a server
     that cannot be reached, :class:`~ctxline.errors.IntegrityError` for a file that is not
@@ -281,6 +300,6 @@ def open_record(url: str) -> InspectorRecord:
     if url.startswith(("postgresql://", "postgres://")):
         from ctxline.record.store.postgres import redact
 
-        return InspectorRecord(opener, redact(url), _postgres_meta)
+        return InspectorRecord(opener, redact(url), _postgres_meta, every=every)
     path = url.removeprefix("sqlite://").removeprefix("/") if url.startswith("sqlite://") else url
-    return InspectorRecord(opener, path, _sqlite_meta)
+    return InspectorRecord(opener, path, _sqlite_meta, every=every)
