@@ -20,6 +20,7 @@ content behind any of them is read through the store, checked.
 
 from __future__ import annotations
 
+import bisect
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -97,6 +98,8 @@ class InspectorRecord:
         self._opened: list[Store] = []
         self._lock = threading.Lock()
         self._prefix: tuple[tuple[str, str], list[StoredEvent]] | None = None
+        self._kinds: dict[str, list[StoredEvent]] = {}
+        """The kept prefix's events by kind, in seq order (a step's header found in memory)."""
         self._checkpoints: tuple[tuple[str, str], Checkpoints] | None = None
         self.every = every
         """Events between two fold checkpoints (:mod:`ctxline.web.checkpoints`)."""
@@ -156,9 +159,24 @@ class InspectorRecord:
         the store; with ``kind``, only that kind's, skipping the first ``offset`` of them."""
         if kind is None:
             return self.store.read(session, timeline, after_seq=after_seq, limit=limit)
-        return [
+        kept = self._kept(session, timeline, kind)
+        if kept is None:
+            return [
+                self._one(session, timeline, seq)
+                for seq in self._seqs(session, timeline, kind, after_seq, offset, limit)
+            ]
+        # the kept prefix (read and checked) answers for its part; the rows after it are asked
+        of_kind, covered = kept
+        start = bisect.bisect_right(of_kind, after_seq, key=lambda ev: ev.seq)
+        found = of_kind[start + offset :][:limit]
+        if limit is not None and len(found) == limit:
+            return found
+        skip = max(0, offset - (len(of_kind) - start))
+        left = None if limit is None else limit - len(found)
+        after = max(after_seq, covered)
+        return found + [
             self._one(session, timeline, seq)
-            for seq in self._seqs(session, timeline, kind, after_seq, offset, limit)
+            for seq in self._seqs(session, timeline, kind, after, skip, left)
         ]
 
     def prefix(self, session: str, timeline: str, upto: int) -> list[StoredEvent]:
@@ -176,8 +194,21 @@ class InspectorRecord:
         more = self.read(session, timeline, after_seq=len(have), limit=upto - len(have))
         events = have + more
         with self._lock:
-            self._prefix = (key, events)
+            if self._prefix is None or self._prefix[0] != key:
+                self._kinds = {}
+            if self._prefix is None or len(self._prefix[1]) < len(events):
+                kinds = {k: list(v) for k, v in self._kinds.items()}  # pages reading them keep theirs
+                for ev in events[len(have) :]:
+                    kinds.setdefault(ev.kind, []).append(ev)
+                self._prefix, self._kinds = (key, events), kinds
         return events
+
+    def _kept(self, session: str, timeline: str, kind: str) -> tuple[list[StoredEvent], int] | None:
+        """(the kept prefix's events of ``kind``, its length) when the prefix is this timeline's."""
+        with self._lock:
+            if self._prefix is None or self._prefix[0] != (session, timeline):
+                return None
+            return self._kinds.get(kind, []), len(self._prefix[1])
 
     def checkpoints(self, session: str, timeline: str) -> Checkpoints:
         """The fold checkpoints of the timeline whose prefix is kept (one timeline, as the
