@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -32,7 +33,7 @@ from ctxline.view.cache import ViewCache
 from ctxline.web import pages
 from ctxline.web.app import create_app
 from ctxline.web.checkpoints import Checkpoints
-from ctxline.web.data import _rebuild
+from ctxline.web.data import _rebuild, rebuild_one
 from ctxline.web.record import InspectorRecord, open_record
 
 FILE = "mini-swe-agent/django__django-11138.traj.json"
@@ -272,3 +273,23 @@ def test_a_page_of_one_kind_reads_the_same_from_the_kept_prefix(recorded_path: P
         warm.close()
     fresh.close()
     assert checked > 400  # most of the grid reads something (the rest: past the end)
+
+
+def test_a_header_claiming_more_than_the_record_rebuilds_as_cold(recorded_path: Path) -> None:
+    """A hand-edited header whose ``upto_seq`` is past the record: no checkpoint is made
+    at it, and its page says what the cold rebuild says (the hash differs)."""
+    sid = "mini-swe-agent/django__django-11138@openai"
+    record = open_record(str(recorded_path), every=0)
+    events = record.prefix(sid, "main", 10**6)
+    last = next(e for e in reversed(events) if isinstance(e.event, RequestHeader))
+    assert isinstance(last.event, RequestHeader)
+    forged = replace(last, event=replace(last.event, upto_seq=len(events) + 50))
+    edited = [forged if e is last else e for e in events]  # the record as edited by hand
+    target = replace(last, event=replace(last.event, upto_seq=len(events) + 60))
+    folds = Checkpoints(every=1)
+    (got,) = folds.rebuild(edited, [target])
+    assert got == rebuild_one(target, edited)
+    assert got.error is not None
+    assert all(seq <= len(events) for seq, _ in folds.saved)
+    assert not folds.broken
+    record.close()

@@ -104,7 +104,7 @@ class Checkpoints:
                     self.broken, self.saved = True, []
                     return None
             for seq, cache in reversed(self.saved):
-                if seq <= upto and events[seq - 1].id == cache.record.last_id:
+                if seq <= min(upto, len(events)) and events[seq - 1].id == cache.record.last_id:
                     return seq, cache
             return 0, None
 
@@ -119,7 +119,7 @@ class Checkpoints:
             header = ev.event
             if (
                 isinstance(header, RequestHeader)
-                and last < header.upto_seq <= upto
+                and last < header.upto_seq <= min(upto, len(events))  # a forged one may not
                 and header.upto_seq - (due[-1].upto_seq if due else last) >= self.every
             ):
                 due.append(header)
