@@ -26,7 +26,7 @@ from starlette.testclient import TestClient
 
 from conftest import shared_data
 from ctxline import PrepareOptions, RequestHeader, load
-from ctxline.record.events import Reduction
+from ctxline.record.events import Reduction, StoredEvent
 from ctxline.record.store import SQLiteStore
 from ctxline.replay import replay_session
 from ctxline.view.cache import ViewCache
@@ -293,3 +293,34 @@ def test_a_header_claiming_more_than_the_record_rebuilds_as_cold(recorded_path: 
     assert all(seq <= len(events) for seq, _ in folds.saved)
     assert not folds.broken
     record.close()
+
+
+def test_the_kept_prefix_stays_whole_when_another_page_kept_another_timeline_meanwhile(
+    recorded: tuple[Path, dict[str, int]],
+) -> None:
+    """Pages are served from a thread pool: while one page reads on from the prefix it
+    found, another may keep another session's. The index by kind must still cover the
+    whole of what is kept (before, it held only the part read last, and a step page
+    answered 404 for a step the record holds)."""
+    path, steps = recorded
+    one, other = sorted(steps)
+    record = open_record(str(path))
+    fresh = open_record(str(path))
+    record.prefix(one, "main", 100)
+    read = record.read
+    interleaved: list[list[StoredEvent]] = []
+
+    def read_while_another_page_runs(session: str, timeline: str = "main", **kw: Any) -> Any:
+        if session == one and kw.get("after_seq") == 100 and not interleaved:
+            interleaved.append(record.prefix(other, "main", 30))  # the other page, meanwhile
+        return read(session, timeline, **kw)
+
+    record.read = read_while_another_page_runs  # type: ignore[method-assign]
+    record.prefix(one, "main", 300)
+    assert interleaved
+    record.read = read  # type: ignore[method-assign]
+    got = record.read(one, "main", kind="request", offset=0, limit=None)
+    want = fresh.read(one, "main", kind="request", offset=0, limit=None)
+    assert [e.seq for e in got] == [e.seq for e in want]
+    record.close()
+    fresh.close()

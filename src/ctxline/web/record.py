@@ -194,11 +194,13 @@ class InspectorRecord:
         more = self.read(session, timeline, after_seq=len(have), limit=upto - len(have))
         events = have + more
         with self._lock:
-            if self._prefix is None or self._prefix[0] != key:
-                self._kinds = {}
-            if self._prefix is None or len(self._prefix[1]) < len(events):
-                kinds = {k: list(v) for k, v in self._kinds.items()}  # pages reading them keep theirs
-                for ev in events[len(have) :]:
+            kept = self._prefix
+            same = kept is not None and kept[0] == key
+            if kept is None or not same or len(kept[1]) < len(events):
+                # kept meanwhile by another page: the same timeline's is a prefix of ours
+                start = len(kept[1]) if kept is not None and same else 0
+                kinds = {k: list(v) for k, v in self._kinds.items()} if same else {}
+                for ev in events[start:]:
                     kinds.setdefault(ev.kind, []).append(ev)
                 self._prefix, self._kinds = (key, events), kinds
         return events
