@@ -10,11 +10,18 @@ Each page is fetched ``--repeat`` times (the median is reported, after one warm-
 fetch), and every long-session figure is also given as a ratio to the short one's.
 
     .venv/bin/python benchmarks/bench_inspector.py [--steps 400,20000] [--repeat 3] [--dir DIR]
+        [--every 2000]
 
 Pages: the session page (first and last page of events), the step page of the first,
-middle and last step (each rebuilds its request and the one before it, cold), the diff
-of the last step, one event, and the first and last page of cache breaks (200 requests
-a page; the candidates among them rebuilt). Building the 20,000-step session takes about 3 minutes
+middle and last step (each rebuilds its request and the one before it), a late step
+not shown before (at nine tenths of the run, fetched after the last), the diff of the
+last step, one event, and the first and last page of cache breaks (200 requests a page;
+the candidates among them rebuilt). A step's request is rebuilt from the nearest fold
+checkpoint before it (``ctxline.web.checkpoints``, one every ``--every`` events, made
+by the first late page); ``--every 0`` measures the cold rebuilds of before (each
+request folded from seq 1). ``first_s`` is each page's first fetch: the first late page
+of a run reads the record up to it through the store (hash-checked) and makes the
+checkpoints; the median is of the fetches after it. Building the 20,000-step session takes about 3 minutes
 on 2 cores (it is kept in ``--dir`` and reused when the file is there: pass ``--fresh``
 to rebuild it); the fetches take well under a minute more.
 """
@@ -23,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import sys
@@ -44,6 +52,7 @@ from ctxline import (
 from ctxline.record.jsonvalue import JsonObject
 from ctxline.record.store import SQLiteStore
 from ctxline.web.app import create_app
+from ctxline.web.checkpoints import EVERY
 from ctxline.web.record import open_record
 from ctxline.web.server import serve_in_thread
 
@@ -90,9 +99,9 @@ def fetch(url: str) -> tuple[float, int, int]:
     return time.perf_counter() - start, status, len(body)
 
 
-def measure(path: Path, steps: int, repeat: int) -> dict[str, object]:
+def measure(path: Path, steps: int, repeat: int, every: int) -> dict[str, object]:
     s = quote(SESSION, safe="")
-    record = open_record(str(path))
+    record = open_record(str(path), every=every)
     head = record.timelines(SESSION)[0].head
     last_page = -(-head // 200)
     pages = {
@@ -101,6 +110,7 @@ def measure(path: Path, steps: int, repeat: int) -> dict[str, object]:
         "step 1": f"/request?s={s}&step=1",
         "middle step": f"/request?s={s}&step={max(steps // 2, 1)}",
         "last step": f"/request?s={s}&step={steps}",
+        "late step not shown before": f"/request?s={s}&step={max(steps * 9 // 10, 1)}",
         "diff of the last step": f"/diff?s={s}&step={steps}",
         "last event": f"/event?s={s}&seq={head}",
         "breaks page 1": f"/breaks?s={s}",
@@ -127,6 +137,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lines", type=int, default=20, help="lines of each tool result")
     parser.add_argument("--dir", default=None, help="where the databases go (kept for reuse)")
     parser.add_argument("--fresh", action="store_true", help="rebuild the databases")
+    parser.add_argument(
+        "--every", type=int, default=EVERY, help="events between fold checkpoints (0: none)"
+    )
     args = parser.parse_args(argv)
     folder = Path(args.dir or tempfile.gettempdir()) / "ctxline-bench-inspector"
     folder.mkdir(parents=True, exist_ok=True)
@@ -137,12 +150,15 @@ def main(argv: list[str] | None = None) -> int:
         built = None
         if args.fresh or not path.exists():
             built = round(build(path, n, args.lines), 2)
-        row = measure(path, n, args.repeat)
+        row = measure(path, n, args.repeat, args.every)
         row["build_s"] = built
         results.append(row)
     report: dict[str, object] = {
         "benchmark": "inspector pages by session length",
         "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "load_average_1_5_15": [round(x, 2) for x in os.getloadavg()],
+        "every": args.every,
         "sessions": results,
     }
     if len(results) >= 2:

@@ -193,9 +193,10 @@ class RecordFold:
     """The guide kinds the record brought, in the order they first appeared."""
     compacted: bool = False
     budget: BudgetFold = field(default_factory=BudgetFold)
-    call_numbers: dict[str, list[tuple[int, int, str]]] = field(default_factory=dict)
+    call_numbers: dict[str, tuple[tuple[int, int, str], ...]] = field(default_factory=dict)
     """call id → (seq of its call, its number among the calls of its tool, the tool), one
-    per call with that id (ids can be reused): the per-call label."""
+    per call with that id (ids can be reused): the per-call label. Tuples, so a copy of
+    the fold (a checkpoint, :meth:`ViewCache.fork`) shares them."""
     calls_by_tool: dict[str, int] = field(default_factory=dict)
 
     def call_number(self, call_id: str, seq: int) -> tuple[int, str] | None:
@@ -254,7 +255,8 @@ class RecordFold:
             case AssistantMessage():
                 for call in event.tool_calls:
                     n = self.calls_by_tool[call.name] = self.calls_by_tool.get(call.name, 0) + 1
-                    self.call_numbers.setdefault(call.id, []).append((stored.seq, n, call.name))
+                    at = self.call_numbers.get(call.id, ())
+                    self.call_numbers[call.id] = (*at, (stored.seq, n, call.name))
             case (
                 UserMessage()
                 | ToolResult()

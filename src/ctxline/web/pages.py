@@ -33,7 +33,7 @@ from ctxline.web.charts import (
     legend,
     run_chart,
 )
-from ctxline.web.data import SECTIONS, Rebuilt, branch_marks, rebuild_one
+from ctxline.web.data import SECTIONS, Rebuilt, branch_marks
 from ctxline.web.headers import HeaderStep, header_step, header_steps
 from ctxline.web.record import InspectorRecord, SessionRow
 from ctxline.web.views import (
@@ -143,14 +143,16 @@ def rebuild_located(
     stored: Sequence[StoredEvent],
     timelines: Sequence[TimelineInfo],
 ) -> list[Rebuilt]:
-    """The given ``request`` events rebuilt cold, reading the record once up to the last."""
+    """The given ``request`` events rebuilt, reading the record once up to the last and
+    feeding each from the nearest fold checkpoint before it (the bytes a cold rebuild
+    gives: :mod:`ctxline.web.checkpoints`)."""
     upto = 0
     for ev in stored:
         assert isinstance(ev.event, RequestHeader)
         upto = max(upto, ev.event.upto_seq)
     events = record.prefix(session, timeline, upto)
     marks = branch_marks(timelines, timeline)
-    return [rebuild_one(ev, events, marks) for ev in stored]
+    return record.checkpoints(session, timeline).rebuild(events, stored, marks)
 
 
 def rebuilt_step(

@@ -20,6 +20,7 @@ content behind any of them is read through the store, checked.
 
 from __future__ import annotations
 
+import bisect
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -31,6 +32,7 @@ from ctxline.errors import BlobError, IntegrityError, UnknownTimeline, Validatio
 from ctxline.record.events import StoredEvent
 from ctxline.record.store import Store, open_store
 from ctxline.record.store.base import MAIN, TimelineInfo
+from ctxline.web.checkpoints import EVERY, Checkpoints
 
 __all__ = ["BlobRow", "InspectorRecord", "SessionRow", "open_record"]
 
@@ -83,7 +85,12 @@ class InspectorRecord:
     """
 
     def __init__(
-        self, opener: Callable[[], Store], describe: str, meta: Callable[[Store], Meta]
+        self,
+        opener: Callable[[], Store],
+        describe: str,
+        meta: Callable[[Store], Meta],
+        *,
+        every: int = EVERY,
     ) -> None:
         self._opener = opener
         self._meta_of = meta
@@ -91,6 +98,11 @@ class InspectorRecord:
         self._opened: list[Store] = []
         self._lock = threading.Lock()
         self._prefix: tuple[tuple[str, str], list[StoredEvent]] | None = None
+        self._kinds: dict[str, list[StoredEvent]] = {}
+        """The kept prefix's events by kind, in seq order (a step's header found in memory)."""
+        self._checkpoints: tuple[tuple[str, str], Checkpoints] | None = None
+        self.every = every
+        """Events between two fold checkpoints (:mod:`ctxline.web.checkpoints`)."""
         self.describe = describe
         """The database, as the page header shows it (a password is never included)."""
         self.store  # noqa: B018 (open it now: a bad URL fails here, not on the first page)
@@ -147,9 +159,24 @@ class InspectorRecord:
         the store; with ``kind``, only that kind's, skipping the first ``offset`` of them."""
         if kind is None:
             return self.store.read(session, timeline, after_seq=after_seq, limit=limit)
-        return [
+        kept = self._kept(session, timeline, kind)
+        if kept is None:
+            return [
+                self._one(session, timeline, seq)
+                for seq in self._seqs(session, timeline, kind, after_seq, offset, limit)
+            ]
+        # the kept prefix (read and checked) answers for its part; the rows after it are asked
+        of_kind, covered = kept
+        start = bisect.bisect_right(of_kind, after_seq, key=lambda ev: ev.seq)
+        found = of_kind[start + offset :][:limit]
+        if limit is not None and len(found) == limit:
+            return found
+        skip = max(0, offset - (len(of_kind) - start))
+        left = None if limit is None else limit - len(found)
+        after = max(after_seq, covered)
+        return found + [
             self._one(session, timeline, seq)
-            for seq in self._seqs(session, timeline, kind, after_seq, offset, limit)
+            for seq in self._seqs(session, timeline, kind, after, skip, left)
         ]
 
     def prefix(self, session: str, timeline: str, upto: int) -> list[StoredEvent]:
@@ -167,8 +194,32 @@ class InspectorRecord:
         more = self.read(session, timeline, after_seq=len(have), limit=upto - len(have))
         events = have + more
         with self._lock:
-            self._prefix = (key, events)
+            kept = self._prefix
+            same = kept is not None and kept[0] == key
+            if kept is None or not same or len(kept[1]) < len(events):
+                # kept meanwhile by another page: the same timeline's is a prefix of ours
+                start = len(kept[1]) if kept is not None and same else 0
+                kinds = {k: list(v) for k, v in self._kinds.items()} if same else {}
+                for ev in events[start:]:
+                    kinds.setdefault(ev.kind, []).append(ev)
+                self._prefix, self._kinds = (key, events), kinds
         return events
+
+    def _kept(self, session: str, timeline: str, kind: str) -> tuple[list[StoredEvent], int] | None:
+        """(the kept prefix's events of ``kind``, its length) when the prefix is this timeline's."""
+        with self._lock:
+            if self._prefix is None or self._prefix[0] != (session, timeline):
+                return None
+            return self._kinds.get(kind, []), len(self._prefix[1])
+
+    def checkpoints(self, session: str, timeline: str) -> Checkpoints:
+        """The fold checkpoints of the timeline whose prefix is kept (one timeline, as the
+        prefix: they are folds of its events)."""
+        key = (session, timeline)
+        with self._lock:
+            if self._checkpoints is None or self._checkpoints[0] != key:
+                self._checkpoints = (key, Checkpoints(self.every))
+            return self._checkpoints[1]
 
     def _seqs(
         self,
@@ -263,8 +314,9 @@ def _postgres_meta(store: Any) -> Meta:
     return meta
 
 
-def open_record(url: str) -> InspectorRecord:
-    """The record at ``url`` (a path, ``sqlite:///path`` or ``postgresql://…``), read-only.
+def open_record(url: str, *, every: int = EVERY) -> InspectorRecord:
+    """The record at ``url`` (a path, ``sqlite:///path`` or ``postgresql://…``), read-only;
+    ``every``: events between two fold checkpoints of a step page (0: none, cold rebuilds).
 
     Raises :class:`ValidationError` for a missing file (never creating one) or a server
     that cannot be reached, :class:`~ctxline.errors.IntegrityError` for a file that is not
@@ -281,6 +333,6 @@ def open_record(url: str) -> InspectorRecord:
     if url.startswith(("postgresql://", "postgres://")):
         from ctxline.record.store.postgres import redact
 
-        return InspectorRecord(opener, redact(url), _postgres_meta)
+        return InspectorRecord(opener, redact(url), _postgres_meta, every=every)
     path = url.removeprefix("sqlite://").removeprefix("/") if url.startswith("sqlite://") else url
-    return InspectorRecord(opener, path, _sqlite_meta)
+    return InspectorRecord(opener, path, _sqlite_meta, every=every)
