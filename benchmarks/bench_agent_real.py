@@ -87,6 +87,27 @@ def _steps(log: list[RequestLog]) -> list[dict[str, Any]]:
     ]
 
 
+def table(report: dict[str, Any], part: str = "tasks") -> str:
+    """The README's table (markdown) of a report's ``part`` (``tasks``, ``bfcl`` or ``all``)."""
+    lines = [
+        "| loop | success | Wilson 95 % | valid calls | requests | billed input | evaluated "
+        "(reused) | output | wall s |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, parts in report["summary"].items():
+        s = parts[part]
+        if not s["tasks"]:
+            continue
+        lo, hi = s["wilson95"]
+        valid = f"{s['calls_valid']}/{s['calls_emitted']}"
+        lines.append(
+            f"| {name} | {s['success']}/{s['tasks']} | {lo:.2f}–{hi:.2f} | {valid} | "
+            f"{s['requests']} | {s['billed_input']:,} | {s['evaluated']:,} "
+            f"({s['reused_share']:.0%}) | {s['output']:,} | {s['wall_s']:,.0f} |"
+        )
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else "")
     parser.add_argument(
@@ -104,7 +125,11 @@ def main(argv: list[str] | None = None) -> int:
         "--deadline", type=float, default=0, help="seconds; start no task after it (0: none)"
     )
     parser.add_argument("--out", default="")
+    parser.add_argument("--table", default="", help="print the markdown table of a JSON report")
     args = parser.parse_args(argv)
+    if args.table:
+        print(table(json.loads(Path(args.table).read_text())))
+        return 0
     loops = [name for name in args.loops.split(",") if name]
     for name in loops:
         if name not in LOOPS:

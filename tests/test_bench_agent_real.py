@@ -188,7 +188,12 @@ def test_a_bfcl_doc_becomes_a_typed_function() -> None:
     from ctxline.runner import function_tool
 
     seen: list[tuple[str, dict[str, object]]] = []
-    mv = python_function(DOC, lambda name, kwargs: seen.append((name, kwargs)) or "moved")
+
+    def call(name: str, kwargs: dict[str, object]) -> str:
+        seen.append((name, kwargs))
+        return "moved"
+
+    mv = python_function(DOC, call)
     spec = function_tool(mv).spec
     assert spec.name == "mv"
     assert spec.description.startswith("Move a file. Tool description")

@@ -17,6 +17,7 @@ goes to ``multi_turn_checker`` with the entry's ground truth.
 
 from __future__ import annotations
 
+import importlib
 import json
 import keyword
 import time
@@ -42,6 +43,11 @@ _TYPES = {
 }
 
 
+def _bfcl(module: str) -> Any:
+    """A bfcl-eval module (imported by name: bfcl-eval is optional and untyped)."""
+    return importlib.import_module(f"bfcl_eval.{module}")
+
+
 def _data(name: str) -> list[dict[str, Any]]:
     root = resources.files("bfcl_eval") / "data"
     text = (root / name).read_text(encoding="utf-8")
@@ -51,8 +57,7 @@ def _data(name: str) -> list[dict[str, Any]]:
 def entries(per_category: int) -> list[dict[str, Any]]:
     """The ``per_category`` cheapest entries of each category (fewest user turns, then the
     smallest initial state), with their ground truth and function docs attached."""
-    from bfcl_eval.constants.executable_backend_config import MULTI_TURN_FUNC_DOC_FILE_MAPPING
-
+    mapping = _bfcl("constants.executable_backend_config").MULTI_TURN_FUNC_DOC_FILE_MAPPING
     out: list[dict[str, Any]] = []
     for category in CATEGORIES:
         truth = {
@@ -65,7 +70,7 @@ def entries(per_category: int) -> list[dict[str, Any]]:
         for entry in chosen:
             docs: list[dict[str, Any]] = []
             for cls in entry["involved_classes"]:
-                docs += _data(f"multi_turn_func_doc/{MULTI_TURN_FUNC_DOC_FILE_MAPPING[cls]}")
+                docs += _data(f"multi_turn_func_doc/{mapping[cls]}")
             excluded = set(entry.get("excluded_function", []))
             docs = [d for d in docs if d["name"] not in excluded]
             out.append({**entry, "ground_truth": truth[entry["id"]], "docs": docs})
@@ -132,14 +137,11 @@ class BfclBox:
         self.turns.append([])
 
     def _call(self, name: str, kwargs: dict[str, Any]) -> str:
-        from bfcl_eval.eval_checker.multi_turn_eval.multi_turn_utils import (
-            execute_multi_turn_func_call,
-        )
-
+        utils = _bfcl("eval_checker.multi_turn_eval.multi_turn_utils")
         self.calls.append((name, kwargs))
         text = f"{name}({', '.join(f'{k}={v!r}' for k, v in kwargs.items())})"
         self.turns[-1].append([text])
-        results, _ = execute_multi_turn_func_call(
+        results, _ = utils.execute_multi_turn_func_call(
             [text],
             self.entry["initial_config"],
             self.entry["involved_classes"],
@@ -156,16 +158,16 @@ class BfclBox:
         return []
 
     def check(self) -> dict[str, Any]:
-        from bfcl_eval.eval_checker.multi_turn_eval.multi_turn_checker import multi_turn_checker
-
+        checker = _bfcl("eval_checker.multi_turn_eval.multi_turn_checker")
         turns = self.turns + [[] for _ in range(len(self.entry["ground_truth"]) - len(self.turns))]
         category = self.entry["id"].rsplit("_", 1)[0]
         try:
-            return multi_turn_checker(
+            verdict: dict[str, Any] = checker.multi_turn_checker(
                 turns, self.entry["ground_truth"], self.entry, category, self.run_name
             )
         except AssertionError as exc:
             return {"valid": False, "error_message": f"checker: {exc}"}
+        return verdict
 
 
 _RUNS = 0

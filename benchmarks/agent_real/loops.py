@@ -130,8 +130,8 @@ def _plain_turn(
         messages.extend({"role": "user", "content": n} for n in box.drain())
         response = client.chat.completions.create(
             model="plain",
-            messages=messages,  # type: ignore[arg-type]
-            tools=tools,  # type: ignore[arg-type]
+            messages=messages,
+            tools=tools,
             max_tokens=max_output,
             temperature=0,
         )
@@ -202,7 +202,9 @@ def run_sdk(
         except MaxTurnsExceeded as exc:
             outcome = Outcome("", outcome.turns + max_turns, "max_turns")
             data = exc.run_data
-            history = data.to_input_list() if data is not None else history
+            if data is not None:  # what the capped run said and did, for the next turn
+                past = [data.input] if isinstance(data.input, str) else list(data.input)
+                history = [*past, *(item.to_input_item() for item in data.new_items)]
             continue
         except Exception as exc:
             return Outcome("", outcome.turns, "error", f"{type(exc).__name__}: {exc}")

@@ -117,7 +117,7 @@ class _Backend:
             if room < 8:
                 raise ValueError(f"prompt of {len(tokens)} tokens exceeds the {N_CTX} window")
             reused = common_prefix(list(llm.input_ids[: llm.n_tokens]), tokens)
-            out = llm.create_completion(
+            out: Any = llm.create_completion(
                 tokens,
                 max_tokens=min(int(cap), self.max_tokens, room),
                 temperature=0.0,
