@@ -17,6 +17,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from ctxline.record.jsonvalue import dig
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
 from agent_real.bfcl import python_function
@@ -199,8 +201,8 @@ def test_a_bfcl_doc_becomes_a_typed_function() -> None:
     assert spec.description.startswith("Move a file. Tool description")
     assert spec.parameters["required"] == ["source", "lines"]
     props = spec.parameters["properties"]
-    assert props["lines"]["type"] == "integer"
-    assert props["source"]["description"] == "The file to move."
+    assert dig(props, "lines", "type") == "integer"
+    assert dig(props, "source", "description") == "The file to move."
     assert mv(source="a.txt", lines=3) == "moved"
     assert seen == [("mv", {"source": "a.txt", "lines": 3})]
 
