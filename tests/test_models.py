@@ -573,3 +573,33 @@ def test_parse_tool_calls_from_model_text() -> None:
     assert parse_tool_calls('Use {"name": "read_file"} next', names)[1] == ()
     quoted = '<tool_call>{"name": "read_file", "arguments": "{\\"path\\": \\"c\\"}"}</tool_call>'
     assert parse_tool_calls(quoted, names)[1][0].arguments == {"path": "c"}
+
+
+@pytest.mark.parametrize(
+    ("reply", "expected"),
+    [  # what Qwen2.5-Coder-0.5B wrote in benchmarks/agent_real.json
+        ('{"name": "write_file", "arguments": {"path": "h.txt", "text": "HI"}',
+         [("write_file", {"path": "h.txt", "text": "HI"})]),
+        ('{"name": "read_file", "arguments": {"path": "a"}}\n{"name": "read_file", "arguments":'
+         ' {"path": "a"}}\n{"name": "read_file", "arguments": {"path": "a', [("read_file", {"path": "a"})]),
+        ('{"name": "read_file", "arguments": {"path": "a"}}\n{"response": "6"}',
+         [("read_file", {"path": "a"})]),
+        ('{"name": "read_file", "arguments": {"path": "a"}}\n{"name": "write_file", "arguments":'
+         ' {"path": "b", "text": "x"}}', [("read_file", {"path": "a"}), ("write_file", {"path": "b", "text": "x"})]),
+        ('{"name": "read_file", "arguments": {"path": "a"}}, {"name": "read_file", "arguments": {"path": "b"}}',
+         [("read_file", {"path": "a"}), ("read_file", {"path": "b"})]),
+        # not calls: an unknown tool first, two braces short, prose first
+        ('{"name": "save_note", "arguments": {}}\n{"name": "read_file", "arguments": {}}', []),
+        ('{"name": "write_file", "arguments": {"path": "b"', []),
+        ('Sure: {"name": "read_file", "arguments": {"path": "a"}}', []),
+    ],
+)  # fmt: skip
+def test_bare_calls_take_the_leading_run_of_known_calls(
+    reply: str, expected: list[tuple[str, dict[str, str]]]
+) -> None:
+    from ctxline.models.chatml import parse_tool_calls
+
+    left, calls = parse_tool_calls(reply, {"read_file", "write_file"})
+    assert [(c.name, c.arguments) for c in calls] == expected
+    assert left == ("" if expected else reply)
+    assert len({c.id for c in calls}) == len(calls)

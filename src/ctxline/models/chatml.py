@@ -18,6 +18,7 @@ for any server that returns them as text.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import re
@@ -165,21 +166,52 @@ def _as_call(obj: object, names: Collection[str], text: str, index: int) -> Tool
     return ToolCall(_call_id(text, index), str(obj["name"]), arguments)
 
 
+def _leading_json(body: str) -> list[object]:
+    """The JSON values at the start of ``body``, one after another (whitespace or commas
+    between them), up to the first text that is not one. A last object missing only its
+    final ``}`` (its arguments closed: small models drop it) is closed."""
+    decoder = json.JSONDecoder()
+    values: list[object] = []
+    pos = 0
+    while True:
+        while pos < len(body) and body[pos] in " \t\r\n,":
+            pos += 1
+        if pos >= len(body) or body[pos] not in "{[":
+            return values
+        try:
+            value, pos = decoder.raw_decode(body, pos)
+        except ValueError:
+            with contextlib.suppress(ValueError):  # the rest is one brace short of an object
+                values.append(json.loads(body[pos:].rstrip() + "}"))
+            return values
+        values.append(value)
+
+
 def _bare_calls(text: str, names: Collection[str]) -> tuple[ToolCall, ...]:
-    """A reply that is nothing but a call's JSON (fenced or not), as small models write it."""
+    """A reply that starts with a call's JSON (fenced or not), as small models write it:
+    the leading run of calls, each to a known tool; what follows the first value that is
+    not one (an imagined result, a truncated repeat) is dropped, and a call repeated
+    word for word right after itself counts once."""
     body = text.strip()
     fenced = _FENCE.match(body)
     if fenced:
         body = fenced.group(1)
     if not body.startswith(("{", "[")):
         return ()
-    try:
-        obj = json.loads(body)
-    except ValueError:
-        return ()
-    objs = obj if isinstance(obj, list) else [obj]
-    calls = [_as_call(o, names, text, i) for i, o in enumerate(objs)]
-    return tuple(c for c in calls if c is not None) if all(calls) else ()
+    calls: list[ToolCall] = []
+    seen: list[tuple[str, str]] = []
+    for value in _leading_json(body):
+        items = value if isinstance(value, list) else [value]
+        for item in items:
+            call = _as_call(item, names, text, len(calls))
+            if call is None:
+                return tuple(calls)
+            key = (call.name, json.dumps(call.arguments, sort_keys=True))
+            if seen and seen[-1] == key:
+                continue
+            seen.append(key)
+            calls.append(call)
+    return tuple(calls)
 
 
 def parse_tool_calls(text: str, names: Collection[str]) -> tuple[str, tuple[ToolCall, ...]]:
@@ -187,9 +219,10 @@ def parse_tool_calls(text: str, names: Collection[str]) -> tuple[str, tuple[Tool
 
     A block counts only when it holds a JSON object with a ``name`` among ``names``
     (an unclosed last block, cut by the token limit, counts if its JSON is whole);
-    anything else stays in the text. A reply with no block that is nothing but such a
-    JSON object (or a list of them), in a code fence or not, is a call too: small
-    models answer so. Call ids are derived from the reply, so the same reply always
+    anything else stays in the text. A reply with no block that starts with such a JSON
+    object (or a list of them), in a code fence or not, is a call too — small models
+    answer so, often repeating the call or imagining its result after it; see
+    :func:`_bare_calls`. Call ids are derived from the reply, so the same reply always
     gets the same ids.
     """
     calls: list[ToolCall] = []
