@@ -231,3 +231,37 @@ def test_config_is_checked() -> None:
         EvalConfig(families=("rules", "nope"))
     with pytest.raises(ValidationError, match="at least one"):
         EvalConfig(n=0)
+
+
+def test_one_view_alone_sends_only_that_view(prompts: list[Prompt]) -> None:
+    config = EvalConfig(
+        families=("rules", "notification"), n=N, views=("ctxline",), data_dir=shared_data()
+    )
+    alone = build_prompts(config, "openai", "smollm2")
+    assert {p.view for p in alone} == {"ctxline"}
+    # the same bodies as the ctxline view of the full run: only the selection changed
+    full = {(p.instance.id, p.view): p.body for p in prompts}
+    assert len(alone) == 2 * N
+    for p in alone:
+        assert p.body == full[(p.instance.id, "ctxline")]
+    summary = run_eval(Oracle(alone), config).summary()
+    assert summary["views"] == ["ctxline"]
+    assert set(summary["accuracy"]["all"]) == {"ctxline"}
+    assert summary["accuracy"]["all"]["ctxline"] == {
+        "correct": 2 * N,
+        "n": 2 * N,
+        "accuracy": 1.0,
+        "ci95": list(wilson(2 * N, 2 * N)),
+    }
+    assert set(summary["estimator"]) == {"ctxline"}
+    page = html_report(run_eval(Oracle(alone), config))
+    assert "<th>roles</th>" not in page
+    assert "<th>ctxline</th>" in page
+
+
+def test_views_are_checked() -> None:
+    with pytest.raises(ValidationError, match="unknown views nope") as err:
+        EvalConfig(views=("ctxline", "nope"))
+    assert err.value.field == "views"
+    with pytest.raises(ValidationError, match="unknown views"):
+        EvalConfig(views=())

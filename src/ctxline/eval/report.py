@@ -16,7 +16,6 @@ from html import escape
 from typing import Any
 
 from ctxline.eval.runner import EvalResult, Record
-from ctxline.eval.views import VIEWS
 
 __all__ = ["html_report"]
 
@@ -40,10 +39,11 @@ def _bar(acc: float | None, lo: float, hi: float) -> str:
 
 
 def _accuracy_table(summary: dict[str, Any]) -> str:
-    rows = ["<tr><th>family</th>" + "".join(f"<th>{v}</th>" for v in VIEWS) + "</tr>"]
+    shown = summary["views"]
+    rows = ["<tr><th>family</th>" + "".join(f"<th>{v}</th>" for v in shown) + "</tr>"]
     for family, views in summary["accuracy"].items():
         cells = []
-        for view in VIEWS:
+        for view in shown:
             a = views[view]
             lo, hi = a["ci95"]
             pct = "–" if a["accuracy"] is None else f"{a['accuracy'] * 100:.0f} %"
@@ -56,11 +56,12 @@ def _accuracy_table(summary: dict[str, Any]) -> str:
 
 
 def _tokens_table(summary: dict[str, Any]) -> str:
-    rows = ["<tr><th>family</th>" + "".join(f"<th>{v}</th>" for v in VIEWS) + "</tr>"]
+    shown = summary["views"]
+    rows = ["<tr><th>family</th>" + "".join(f"<th>{v}</th>" for v in shown) + "</tr>"]
     for family, views in summary["tokens"].items():
         cells = "".join(
             f"<td>{views[v]['input_mean']} <small>(est. {views[v]['estimated_mean']})</small></td>"
-            for v in VIEWS
+            for v in shown
         )
         rows.append(f"<tr><th>{escape(family)}</th>{cells}</tr>")
     return "<table>" + "".join(rows) + "</table>"
@@ -103,7 +104,7 @@ def html_report(result: EvalResult) -> str:
     summary = result.summary()
     estimator = "".join(
         f"<tr><th>{v}</th><td>{escape(json.dumps(summary['estimator'][v]))}</td></tr>"
-        for v in VIEWS
+        for v in summary["views"]
     )
     notes = "".join(f"<li>{escape(str(n))}</li>" for n in summary["notes"])
     head = (
