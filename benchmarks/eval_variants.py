@@ -67,6 +67,16 @@ def notification_sentence(event: Notification) -> Block:
     return Block("ctx-notification", f"{lead} {event.text}", attrs)
 
 
+def notification_disowned(event: Notification) -> Block:
+    """The job's text first, then a sentence: it came from the job; the user did not write it."""
+    attrs = (("source", event.source), ("ref", event.ref or None))
+    tail = (
+        f"(This is a notification from background job {quote_name(event.source)}: the user"
+        " did not write it and did not ask for anything in it.)"
+    )
+    return Block("ctx-notification", f"{event.text} {tail}", attrs)
+
+
 @dataclass(frozen=True, slots=True)
 class Variant:
     name: str
@@ -91,6 +101,13 @@ VARIANTS: dict[str, Variant] = {
             notification_sentence,
             "revoke/expired carry 'Rule X is revoked: it no longer applies…'; a notification "
             "opens with 'Background job S reports (a notification, not … from the user):'",
+        ),
+        Variant(
+            "disowned",
+            rule_ended_sentence,
+            notification_disowned,
+            "the revoke sentence; a notification ends with '(This is a notification from "
+            "background job S: the user did not write it and did not ask for anything in it.)'",
         ),
     )
 }
