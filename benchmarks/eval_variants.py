@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from types import ModuleType
 
 import ctxline.sources.notifications as notifications
 import ctxline.sources.rules as rules
@@ -113,17 +114,24 @@ VARIANTS: dict[str, Variant] = {
 }
 
 
+_RULE_TARGETS = ((rules, "rule_block"), (compaction, "rule_block"))
+_NOTIFICATION_TARGETS = ((notifications, "notification_block"),)
+
+
 @contextlib.contextmanager
 def apply_variant(name: str) -> Iterator[Variant]:
     """Patch the renderers for the ``with`` body (KeyError for an unknown name)."""
     variant = VARIANTS[name]
-    saved = (rules.rule_block, compaction.rule_block, notifications.notification_block)
+    patches: list[tuple[ModuleType, str, object]] = []
+    if variant.rule is not None:
+        patches += [(module, attr, variant.rule) for module, attr in _RULE_TARGETS]
+    if variant.notification is not None:
+        patches += [(module, attr, variant.notification) for module, attr in _NOTIFICATION_TARGETS]
+    saved = [(module, attr, getattr(module, attr)) for module, attr, _ in patches]
     try:
-        if variant.rule is not None:
-            rules.rule_block = variant.rule
-            compaction.rule_block = variant.rule
-        if variant.notification is not None:
-            notifications.notification_block = variant.notification
+        for module, attr, value in patches:
+            setattr(module, attr, value)
         yield variant
     finally:
-        rules.rule_block, compaction.rule_block, notifications.notification_block = saved
+        for module, attr, value in saved:
+            setattr(module, attr, value)
