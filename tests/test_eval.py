@@ -300,3 +300,29 @@ def test_rendering_variants_escape_what_they_quote_and_restore_the_renderers(
         sentences += "is revoked: it no longer applies" in revoke.render()
         assert (rules.rule_block, notifications.notification_block) == before
     assert sentences == 2  # 'sentence' and 'disowned' carry it, 'shipped' and 'attrs-only' not
+
+
+def test_cli_views_option(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from ctxline.cli.eval import eval_cmd
+
+    script = tmp_path / "any.jsonl"
+    script.write_text('{"text": "any"}\n' * 400, encoding="utf-8")
+    common = ["--model", f"script:{script}", "--families", "rules", "--n", "2"]
+    common += ["--data", str(shared_data()), "--excerpt-tokens", "150"]
+    out = CliRunner().invoke(eval_cmd, [*common, "--views", "ctxline", "--json"])
+    assert out.exit_code == 0, out.output
+    summary = json.loads(out.stdout)
+    assert summary["views"] == ["ctxline"]
+    assert summary["prompts"] == 2
+    assert set(summary["accuracy"]["rules"]) == {"ctxline"}
+    table = CliRunner().invoke(eval_cmd, [*common, "--views", "roles,snapshot"])
+    assert table.exit_code == 0, table.output
+    (header,) = [line for line in table.output.splitlines() if "roles" in line]
+    assert "roles" in header
+    assert "snapshot" in header
+    assert "ctxline" not in header
+    bad = CliRunner().invoke(eval_cmd, [*common, "--views", "ctxline,nope"])
+    assert bad.exit_code == 2
+    assert "unknown views nope" in bad.output
