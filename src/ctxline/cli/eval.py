@@ -3,6 +3,7 @@
     ctxline eval --model local:smollm2 --json
     ctxline eval --model openai:gpt-4.1-mini --families rules,branch --n 20 --report eval.html
     ctxline eval --model openai:qwen2.5-7b --base-url http://127.0.0.1:8000/v1
+    ctxline eval --model local:qwen2.5-coder-1.5b-instruct-q4_k_m.gguf --families rules --views ctxline
 
 Every error is one line on stderr and exit code 2.
 """
@@ -27,7 +28,7 @@ from ctxline.eval.report import html_report
 from ctxline.models import make_client
 from ctxline.models.base import ModelClient, ModelError, ModelReply, Provider
 from ctxline.record.events import JsonValue
-from ctxline.record.jsonvalue import as_array, as_number, as_object, dig
+from ctxline.record.jsonvalue import as_array, as_number, as_object, as_str, dig
 
 __all__ = ["eval_cmd"]
 
@@ -70,27 +71,33 @@ def _families(text: str) -> tuple[str, ...]:
     return names or tuple(FAMILIES)
 
 
+def _views(text: str) -> tuple[str, ...]:
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    return names or tuple(VIEWS)
+
+
 def _table(summary: dict[str, JsonValue]) -> Table:
     table = Table(
         title=f"{summary['model']}: accuracy (95 % Wilson interval), n per family {summary['n_per_family']}"
     )
     table.add_column("family")
-    for view in VIEWS:
-        table.add_column(view, justify="right")
+    shown = [as_str(v) for v in as_array(summary["views"])]
+    for view in shown:
+        table.add_column(str(view), justify="right")
     accuracy = summary["accuracy"]
     tokens = summary["tokens"]
     assert isinstance(accuracy, dict)
     assert isinstance(tokens, dict)
     for family, views in accuracy.items():
         cells = []
-        for view in VIEWS:
+        for view in shown:
             a = as_object(dig(views, view))
             lo, hi = (as_number(x) for x in as_array(a["ci95"]))
             cells.append(f"{as_number(a['accuracy']) * 100:.0f} % [{lo * 100:.0f}–{hi * 100:.0f}]")
         table.add_row(family, *cells)
     table.add_row(
         "tokens/request",
-        *(f"{dig(tokens, 'all', v, 'input_mean')}" for v in VIEWS),
+        *(f"{dig(tokens, 'all', v, 'input_mean')}" for v in shown),
         style="dim",
     )
     return table
@@ -113,6 +120,12 @@ def _table(summary: dict[str, JsonValue]) -> Table:
     default=",".join(FAMILIES),
     show_default=True,
     help="Comma-separated probe families.",
+)
+@click.option(
+    "--views",
+    default=",".join(VIEWS),
+    show_default=True,
+    help="Comma-separated views to send (e.g. ctxline alone, to re-measure a rendering).",
 )
 @click.option(
     "--n",
@@ -148,6 +161,7 @@ def eval_cmd(
     model: str,
     base_url: str | None,
     families: str,
+    views: str,
     n: int,
     seed: int,
     excerpt_tokens: int,
@@ -159,6 +173,7 @@ def eval_cmd(
     with one_line_errors():
         config = EvalConfig(
             families=_families(families),
+            views=_views(views),
             n=n,
             seed=seed,
             excerpt_tokens=excerpt_tokens,

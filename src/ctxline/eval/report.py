@@ -16,7 +16,6 @@ from html import escape
 from typing import Any
 
 from ctxline.eval.runner import EvalResult, Record
-from ctxline.eval.views import VIEWS
 from ctxline.record.jsonvalue import as_array, as_str, dig
 
 __all__ = ["html_report"]
@@ -41,10 +40,11 @@ def _bar(acc: float | None, lo: float, hi: float) -> str:
 
 
 def _accuracy_table(summary: dict[str, Any]) -> str:
-    rows = ["<tr><th>family</th>" + "".join(f"<th>{v}</th>" for v in VIEWS) + "</tr>"]
+    shown = summary["views"]
+    rows = ["<tr><th>family</th>" + "".join(f"<th>{v}</th>" for v in shown) + "</tr>"]
     for family, views in summary["accuracy"].items():
         cells = []
-        for view in VIEWS:
+        for view in shown:
             a = views[view]
             lo, hi = a["ci95"]
             pct = "–" if a["accuracy"] is None else f"{a['accuracy'] * 100:.0f} %"
@@ -57,11 +57,12 @@ def _accuracy_table(summary: dict[str, Any]) -> str:
 
 
 def _tokens_table(summary: dict[str, Any]) -> str:
-    rows = ["<tr><th>family</th>" + "".join(f"<th>{v}</th>" for v in VIEWS) + "</tr>"]
+    shown = summary["views"]
+    rows = ["<tr><th>family</th>" + "".join(f"<th>{v}</th>" for v in shown) + "</tr>"]
     for family, views in summary["tokens"].items():
         cells = "".join(
             f"<td>{views[v]['input_mean']} <small>(est. {views[v]['estimated_mean']})</small></td>"
-            for v in VIEWS
+            for v in shown
         )
         rows.append(f"<tr><th>{escape(family)}</th>{cells}</tr>")
     return "<table>" + "".join(rows) + "</table>"
@@ -103,8 +104,8 @@ def html_report(result: EvalResult) -> str:
     """The report page for ``result``."""
     summary = result.summary()
     estimator = "".join(
-        f"<tr><th>{v}</th><td>{escape(json.dumps(dig(summary, 'estimator', v)))}</td></tr>"
-        for v in VIEWS
+        f"<tr><th>{v}</th><td>{escape(json.dumps(dig(summary, 'estimator', as_str(v))))}</td></tr>"
+        for v in as_array(summary["views"])
     )
     notes = "".join(f"<li>{escape(str(n))}</li>" for n in as_array(summary["notes"]))
     head = (

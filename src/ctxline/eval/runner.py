@@ -59,6 +59,8 @@ class EvalConfig:
     max_output: int = 16
     context_window: int = 8_192
     data_dir: Path | None = None
+    views: tuple[str, ...] = VIEWS
+    """The views to send (all three by default; one, to re-measure a rendering change)."""
 
     def __post_init__(self) -> None:
         unknown = [f for f in self.families if f not in FAMILIES]
@@ -66,6 +68,12 @@ class EvalConfig:
             raise ValidationError(
                 f"unknown families {', '.join(unknown)} (known: {', '.join(FAMILIES)})",
                 field="families",
+            )
+        strange = [v for v in self.views if v not in VIEWS]
+        if strange or not self.views:
+            raise ValidationError(
+                f"unknown views {', '.join(strange) or '(none given)'} (known: {', '.join(VIEWS)})",
+                field="views",
             )
         if self.n < 1:
             raise ValidationError("need at least one instance per family", field="n")
@@ -99,7 +107,7 @@ def _counter(name: str) -> TokenCounter:
 def build_prompts(
     config: EvalConfig, provider: Provider = "openai", model: str = "model"
 ) -> list[Prompt]:
-    """Every instance of every family, rendered in the three views (grouped by view)."""
+    """Every instance of every family, rendered in the configured views (grouped by view)."""
     pool = load_pool(config.data_dir or default_data_dir())
     by_format: dict[str, list[Trajectory]] = {}
     for trajectory in pool:
@@ -127,6 +135,8 @@ def build_prompts(
         for index in range(config.n):
             inst = build_instance(family, index, config.seed, excerpt_of)
             for rendered in render_views(inst, provider, options, counter):
+                if rendered.view not in config.views:
+                    continue
                 prompts.append(
                     Prompt(inst, rendered.view, rendered.body, rendered.estimated_tokens)
                 )
@@ -167,7 +177,7 @@ class EvalResult:
         for family in [*families, "all"]:
             acc: dict[str, JsonValue] = {}
             tok: dict[str, JsonValue] = {}
-            for view in VIEWS:
+            for view in self.config.views:
                 rows = [
                     r
                     for r in self.records
@@ -196,6 +206,7 @@ class EvalResult:
             "seed": self.config.seed,
             "temperature": 0,
             "excerpt_tokens": self.config.excerpt_tokens,
+            "views": list(self.config.views),
             "prompts": len(self.records),
             "prompts_sha256": self.prompts_sha256,
             "errors": sum(1 for r in self.records if r.error),
@@ -205,7 +216,7 @@ class EvalResult:
                 view: estimator_summary(
                     r.usage for r in self.records if r.prompt.view == view and not r.error
                 )
-                for view in VIEWS
+                for view in self.config.views
             },
             "seconds": round(self.seconds, 1),
             "notes": list(self.notes),
@@ -217,8 +228,13 @@ def run_eval(
     config: EvalConfig,
     *,
     progress: Callable[[int, int], None] | None = None,
+    on_record: Callable[[Record], None] | None = None,
 ) -> EvalResult:
-    """Build the prompts for ``client``'s provider, ask them all, and score the replies."""
+    """Build the prompts for ``client``'s provider, ask them all, and score the replies.
+
+    ``on_record`` sees each scored record as soon as its reply is in (a long run on a
+    slow model keeps what it measured even if it is stopped).
+    """
     from ctxline.eval.trajectories import ARG_CHARS, RESULT_CHARS, TEXT_CHARS
 
     start = time.perf_counter()
@@ -238,6 +254,8 @@ def run_eval(
             ok = got is not None and got.lower() == inst.answer.lower()
             usage = usage_record(reply, prompt.estimated_tokens, model=client.name)
             records.append(Record(prompt, reply.text, got, ok, usage))
+        if on_record is not None:
+            on_record(records[-1])
         if progress is not None:
             progress(done, len(prompts))
     note = TRUNCATION_NOTE.format(

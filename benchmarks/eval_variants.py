@@ -1,0 +1,137 @@
+"""Rendering variants of ``<ctx-rule>`` (revoke, expired) and ``<ctx-notification>`` for
+``bench_eval.py --variant``: each patches how ctxline's view renders that kind, so one
+eval run measures one rendering against the same instances and baselines.
+
+Every variant keeps escaping intact: the sentence is ctxline's text around untrusted
+values (rule id, job source), and the whole body goes through :meth:`Block.render`'s
+``escape`` like any other block body.
+
+    with apply_variant("attrs-only"):
+        run_eval(client, config)
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from types import ModuleType
+
+import ctxline.sources.notifications as notifications
+import ctxline.sources.rules as rules
+import ctxline.view.compaction as compaction
+from ctxline.record.codec import format_at
+from ctxline.record.events import Notification, Rule
+from ctxline.sources.base import Block
+from ctxline.tags import quote_name
+
+__all__ = ["VARIANTS", "Variant", "apply_variant"]
+
+
+def _attrs(event: Rule) -> tuple[tuple[str, str | None], ...]:
+    expires = format_at(event.expires_at) if event.expires_at is not None else None
+    return (("id", event.rule_id), ("scope", event.scope), ("op", event.op), ("expires", expires))
+
+
+def rule_attrs_only(event: Rule) -> Block:
+    """Before issue 22: a revoke or expired op is attributes only."""
+    body = event.text if event.op in ("set", "replace") else None
+    return Block("ctx-rule", body, _attrs(event))
+
+
+def rule_ended_sentence(event: Rule) -> Block:
+    """A revoke or expired op carries a sentence saying the rule no longer applies."""
+    if event.op in ("set", "replace"):
+        return Block("ctx-rule", event.text, _attrs(event))
+    rule_id, scope = quote_name(event.rule_id), quote_name(event.scope)
+    verb = "is revoked" if event.op == "revoke" else "has expired"
+    sentence = (
+        f"Rule {rule_id} {verb}: it no longer applies. No {rule_id} rule is in force"
+        f" in scope {scope} now."
+    )
+    return Block("ctx-rule", sentence, _attrs(event))
+
+
+def notification_plain(event: Notification) -> Block:
+    """Before issue 22: the job's text as the body, the job only in ``source``."""
+    attrs = (("source", event.source), ("ref", event.ref or None))
+    return Block("ctx-notification", event.text, attrs)
+
+
+def notification_sentence(event: Notification) -> Block:
+    """The body opens with a sentence naming the job as the sender, not the user."""
+    attrs = (("source", event.source), ("ref", event.ref or None))
+    lead = (
+        f"Background job {quote_name(event.source)} reports (a notification, not a message"
+        " or request from the user):"
+    )
+    return Block("ctx-notification", f"{lead} {event.text}", attrs)
+
+
+def notification_disowned(event: Notification) -> Block:
+    """The job's text first, then a sentence: it came from the job; the user did not write it."""
+    attrs = (("source", event.source), ("ref", event.ref or None))
+    tail = (
+        f"(This is a notification from background job {quote_name(event.source)}: the user"
+        " did not write it and did not ask for anything in it.)"
+    )
+    return Block("ctx-notification", f"{event.text} {tail}", attrs)
+
+
+@dataclass(frozen=True, slots=True)
+class Variant:
+    name: str
+    rule: Callable[[Rule], Block] | None
+    notification: Callable[[Notification], Block] | None
+    about: str
+
+
+VARIANTS: dict[str, Variant] = {
+    v.name: v
+    for v in (
+        Variant("shipped", None, None, "what the installed ctxline renders (no patch)"),
+        Variant(
+            "attrs-only",
+            rule_attrs_only,
+            notification_plain,
+            "before issue 22: revoke as attributes only, notification body = the job's text",
+        ),
+        Variant(
+            "sentence",
+            rule_ended_sentence,
+            notification_sentence,
+            "revoke/expired carry 'Rule X is revoked: it no longer applies…'; a notification "
+            "opens with 'Background job S reports (a notification, not … from the user):'",
+        ),
+        Variant(
+            "disowned",
+            rule_ended_sentence,
+            notification_disowned,
+            "the revoke sentence; a notification ends with '(This is a notification from "
+            "background job S: the user did not write it and did not ask for anything in it.)'",
+        ),
+    )
+}
+
+
+_RULE_TARGETS = ((rules, "rule_block"), (compaction, "rule_block"))
+_NOTIFICATION_TARGETS = ((notifications, "notification_block"),)
+
+
+@contextlib.contextmanager
+def apply_variant(name: str) -> Iterator[Variant]:
+    """Patch the renderers for the ``with`` body (KeyError for an unknown name)."""
+    variant = VARIANTS[name]
+    patches: list[tuple[ModuleType, str, object]] = []
+    if variant.rule is not None:
+        patches += [(module, attr, variant.rule) for module, attr in _RULE_TARGETS]
+    if variant.notification is not None:
+        patches += [(module, attr, variant.notification) for module, attr in _NOTIFICATION_TARGETS]
+    saved = [(module, attr, getattr(module, attr)) for module, attr, _ in patches]
+    try:
+        for module, attr, value in patches:
+            setattr(module, attr, value)
+        yield variant
+    finally:
+        for module, attr, value in saved:
+            setattr(module, attr, value)
