@@ -16,7 +16,7 @@ import pytest
 
 from ctxline import MemoryStore
 from ctxline.models.base import ModelError, ModelReply, Usage
-from ctxline.record.events import ToolCall
+from ctxline.record.events import ModelUsage, ToolCall
 from ctxline.runner import Agent, Limits
 from ctxline.runner.guards import fitted_options
 from ctxline.runner.ledger import Ledger
@@ -83,9 +83,9 @@ def test_fitted_options_scale_only_past_two_percent() -> None:
     options = PrepareOptions(provider="openai", context_window=10_000, max_output=1_000)
     ledger = Ledger()
     assert fitted_options(ledger, options) is None  # nothing reported yet
-    ledger.totals.estimates.append((1_000, 1_010))
+    ledger.totals.add_call(ModelUsage("m", input=1_010, estimated_input=1_000))
     assert fitted_options(ledger, options) is None
-    ledger.totals.estimates.append((1_000, 1_490))  # 2,500 reported for 2,000 counted
+    ledger.totals.add_call(ModelUsage("m", input=1_490, estimated_input=1_000))  # 2,500 for 2,000
     fitted = fitted_options(ledger, options)
     assert fitted is not None
     assert fitted.input_limit == int(9_000 / 1.25) // 64 * 64

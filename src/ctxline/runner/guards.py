@@ -181,9 +181,8 @@ def strategy_hint(ledger: Ledger, call: ToolCall, limits: Limits) -> str | None:
 def _reported_ratio(ledger: Ledger) -> float:
     """The provider's input tokens over ctxline's count of the same requests (1.0 before
     any report)."""
-    estimates = ledger.totals.estimates
-    ours = sum(e for e, _ in estimates)
-    return sum(r for _, r in estimates) / ours if ours else 1.0
+    totals = ledger.totals
+    return totals.reported_sum / totals.estimated_sum if totals.estimated_sum else 1.0
 
 
 def fitted_options(ledger: Ledger, options: PrepareOptions) -> PrepareOptions | None:
@@ -215,11 +214,9 @@ def budget_stop(ledger: Ledger, limits: Limits, next_input: int) -> str | None:
     if ledger.turns >= limits.max_turns:
         return "max_turns"
     if limits.max_tokens is not None:
-        estimates = ledger.totals.estimates
         predicted = next_input
-        ours = sum(e for e, _ in estimates)
-        if ours and next_input:
-            predicted = round(next_input * sum(r for _, r in estimates) / ours)
+        if ledger.totals.estimated_sum and next_input:
+            predicted = round(next_input * _reported_ratio(ledger))
         if ledger.totals.tokens_spent() + predicted > limits.max_tokens:
             return "max_tokens"
     if limits.max_cost is not None:

@@ -90,6 +90,9 @@ class Totals:
     unpriced: set[str] = field(default_factory=set)
     estimates: list[tuple[int, int]] = field(default_factory=list)
     """(ctxline's count, provider's input) per call where both are known."""
+    estimated_sum: int = 0
+    reported_sum: int = 0
+    """The sums of ``estimates``' two columns, kept as calls come (read every step)."""
     children: dict[str, dict[str, JsonValue]] = field(default_factory=dict)
     """Per spawned agent (session id): its totals as :meth:`to_json` gave them."""
     table: PriceTable | None = None
@@ -107,6 +110,8 @@ class Totals:
             self.priced_calls += 1
         if event.estimated_input is not None and event.input > 0:
             self.estimates.append((event.estimated_input, event.input))
+            self.estimated_sum += event.estimated_input
+            self.reported_sum += event.input
 
     def add_child(self, session: str, data: dict[str, JsonValue]) -> None:
         """A sub-agent's totals (its ``to_json``), its own children flattened in."""
@@ -167,8 +172,8 @@ class Totals:
         errors = [(e - r) / r for e, r in self.estimates]
         return {
             "n": len(errors),
-            "estimated": sum(e for e, _ in self.estimates),
-            "reported": sum(r for _, r in self.estimates),
+            "estimated": self.estimated_sum,
+            "reported": self.reported_sum,
             "mean_error": round(math.fsum(errors) / len(errors), 4),
             "max_abs_error": round(max(abs(x) for x in errors), 4),
         }
