@@ -20,7 +20,6 @@ from the record: a resumed run asks unless told again).
 
 from __future__ import annotations
 
-import difflib
 import json
 import sys
 import warnings
@@ -33,7 +32,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from ctxline.cli.common import db_option, fail, one_line, one_line_errors
-from ctxline.cli.hints import explain_model_error, is_endpoint_error
+from ctxline.cli.hints import close_matches, explain_model_error, is_endpoint_error
 from ctxline.cli.tool_loader import load_tools
 from ctxline.errors import ValidationError
 from ctxline.models import make_client
@@ -281,7 +280,11 @@ def run_cmd(
             tools.append(shell_tool(root))
         for spec in opts["tool_specs"]:  # the user's own input is checked before any client
             tools.extend(load_tools(spec))
-        choice = _tool_choice(opts["tool_choice"], [t.name for t in tools], opts)
+        dropped = set(opts["no_builtin"])
+        builtins = (
+            () if opts["no_builtin_tools"] else tuple(n for n in BUILTIN_NAMES if n not in dropped)
+        )
+        choice = _tool_choice(opts["tool_choice"], [*(t.name for t in tools), *builtins])
         client = make_client(opts["model"], base_url=opts["base_url"])
         with warnings.catch_warnings(record=True) as said:
             warnings.simplefilter("always", WindowWarning)
@@ -300,10 +303,6 @@ def run_cmd(
             "ask" if approve == "ask" else "auto" if approve == "auto" else "deny"
         )
         status = parse_status_mode(STATUS_CHOICES[opts["status"]])
-        dropped = set(opts["no_builtin"])
-        builtins = (
-            () if opts["no_builtin_tools"] else tuple(n for n in BUILTIN_NAMES if n not in dropped)
-        )
         agent = Agent(
             client,
             tools,
@@ -392,26 +391,22 @@ def _options(store: Any, session: str | None, given: dict[str, Any]) -> dict[str
     return out
 
 
-def _tool_choice(given: str, names: list[str], opts: dict[str, Any]) -> str | None:
+def _tool_choice(given: str, offered: list[str]) -> str | None:
     """``--tool-choice`` as the Agent takes it (None for auto), or a clear error naming
-    the tools there are when it names none of them."""
+    the tools the run offers when it names none of them."""
     choice = given.strip()
     if choice == "auto":
         return None
-    if choice in ("required", "none"):
+    if choice in ("required", "none") or choice in offered:
         return choice
-    offered = set(names)
-    if not opts["no_builtin_tools"]:
-        offered.update(n for n in BUILTIN_NAMES if n not in set(opts["no_builtin"]))
-    if choice not in offered:
-        close = difflib.get_close_matches(choice, sorted(offered), n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise ValidationError(
-            f"--tool-choice {choice!r} is not a tool of this run{hint}; expected auto,"
-            f" required, none or one of: {', '.join(sorted(offered)) or 'no tools'}",
-            field="tool_choice",
-        )
-    return choice
+    names = sorted(set(offered))
+    close = close_matches(names, choice, 1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    raise ValidationError(
+        f"--tool-choice {choice!r} is not a tool of this run{hint}; expected auto,"
+        f" required, none or one of: {', '.join(names) or 'no tools'}",
+        field="tool_choice",
+    )
 
 
 def _to_record(opts: dict[str, Any], root: Path) -> dict[str, Any]:
