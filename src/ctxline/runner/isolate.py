@@ -107,15 +107,14 @@ async def in_worker_process(
     started: asyncio.Future[None] = loop.create_future()
     future: asyncio.Future[tuple[bool, Any]] = loop.create_future()
 
-    def settle(answer: tuple[bool, Any]) -> None:
-        if not started.done():
-            started.set_result(None)
-        if not future.done():
-            future.set_result(answer)
-
     def begin() -> None:
         if not started.done():
             started.set_result(None)
+
+    def settle(answer: tuple[bool, Any]) -> None:
+        begin()  # a death before the start message ends the wait for the start too
+        if not future.done():
+            future.set_result(answer)
 
     def wait() -> None:
         try:
