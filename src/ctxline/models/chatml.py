@@ -199,7 +199,7 @@ def _bare_calls(text: str, names: Collection[str]) -> tuple[ToolCall, ...]:
     if not body.startswith(("{", "[")):
         return ()
     calls: list[ToolCall] = []
-    seen: list[tuple[str, str]] = []
+    last: tuple[str, str] | None = None
     for value in _leading_json(body):
         items = value if isinstance(value, list) else [value]
         for item in items:
@@ -207,10 +207,9 @@ def _bare_calls(text: str, names: Collection[str]) -> tuple[ToolCall, ...]:
             if call is None:
                 return tuple(calls)
             key = (call.name, json.dumps(call.arguments, sort_keys=True))
-            if seen and seen[-1] == key:
-                continue
-            seen.append(key)
-            calls.append(call)
+            if key != last:
+                calls.append(call)
+            last = key
     return tuple(calls)
 
 
