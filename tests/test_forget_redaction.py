@@ -25,7 +25,7 @@ from conftest import BACKENDS, make_store
 from ctxline import MemoryStore, SQLiteStore
 from ctxline.cli.main import main
 from ctxline.context import Context
-from ctxline.errors import IntegrityError
+from ctxline.errors import IntegrityError, ValidationError
 from ctxline.memory import Memory
 from ctxline.models.scripted import ScriptedModel
 from ctxline.record.codec import canonical_json, event_to_json, stored_to_json
@@ -459,3 +459,35 @@ def test_after_the_model_forgets_its_next_request_carries_no_text(
         assert prep.sha256 == header.sha256  # what was sent had the tombstone already
     finally:
         store.close()
+
+
+FORGED_MARKS: list[Any] = [
+    {"digest": "sha256:" + "0" * 64, "why": ["forgotten memory m-1"], "at": "2026-01-01T00:00:00Z"},
+    {"why": ["anything"]},
+    {},
+]
+
+
+@pytest.mark.parametrize("mark", FORGED_MARKS)
+def test_a_redaction_mark_cannot_be_appended_from_outside(store: Store, mark: Any) -> None:
+    """The mark makes a rebuild's mismatch "explained" (redactions_in): appended by anyone
+    but the redaction, it would turn damage into a tombstone. Every backend refuses it."""
+    store.create_session("s")
+    forged: list[UserMessage | ToolResult] = [
+        UserMessage("hello", {REDACTED_KEY: mark}),
+        ToolResult("c1", "out", "read_file", meta={REDACTED_KEY: mark}),
+    ]
+    for event in forged:
+        with pytest.raises(ValidationError, match=r"meta\['ctxline\.redacted'\]"):
+            store.append("s", [event])
+    assert store.read("s") == []  # nothing of a refused batch was written
+
+
+def test_ctxline_append_refuses_a_forged_redaction_mark(tmp_path: Path) -> None:
+    db = str(tmp_path / "a.db")
+    line = json.dumps({"kind": "user", "text": "hi", "meta": {REDACTED_KEY: {"why": ["x"]}}})
+    out = CliRunner().invoke(
+        main, ["append", "--db", db, "--session", "s", "--create"], input=line + "\n"
+    )
+    assert out.exit_code == 2, out.output
+    assert "ctxline.redacted" in out.output

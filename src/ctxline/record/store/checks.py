@@ -28,6 +28,7 @@ from datetime import datetime
 from ctxline.errors import DuplicateEventId, PairingError, ValidationError
 from ctxline.record.codec import canonical_json, event_to_json
 from ctxline.record.events import AssistantMessage, Event, Pending, StoredEvent, ToolResult
+from ctxline.record.redacted import REDACTED_KEY, redaction_of
 from ctxline.record.store.chain import Body, encode_body, field_path, scan
 
 __all__ = [
@@ -219,7 +220,8 @@ def encode_batch(batch: Sequence[Pending]) -> list[Body]:
     Every backend calls this, so they all refuse the same batches with a
     :class:`ValidationError`: text with a lone surrogate (UTF-8 cannot hold it), a value
     JSON cannot hold (NaN, a set, an object), one nested deeper than :data:`MAX_DEPTH`,
-    an event over :data:`MAX_EVENT_BYTES`, a tool-call id over :data:`MAX_ID_BYTES`.
+    an event over :data:`MAX_EVENT_BYTES`, a tool-call id over :data:`MAX_ID_BYTES`, an
+    event carrying a redaction mark (only :mod:`~ctxline.record.store.redaction` writes one).
     """
     bodies = []
     for i, p in enumerate(batch, start=1):
@@ -227,6 +229,12 @@ def encode_batch(batch: Sequence[Pending]) -> list[Body]:
         if not isinstance(ev.kind, str) or not ev.kind or "\x00" in ev.kind:
             raise ValidationError(
                 f"event {i} of the batch has an invalid kind {ev.kind!r}"[:200], field="kind"
+            )
+        if redaction_of(ev) is not None:  # the mark explains a rebuild: only redact() writes it
+            raise ValidationError(
+                f"{_where(i, ev)} carries meta[{REDACTED_KEY!r}], the mark only a redaction"
+                " (forget) writes in place; it cannot be appended",
+                field=f"meta.{REDACTED_KEY}",
             )
         ids = [ev.call_id] if isinstance(ev, ToolResult) else call_ids(ev)
         for call_id in ids:
