@@ -603,3 +603,30 @@ def test_bare_calls_take_the_leading_run_of_known_calls(
     assert [(c.name, c.arguments) for c in calls] == expected
     assert left == ("" if expected else reply)
     assert len({c.id for c in calls}) == len(calls)
+
+
+@pytest.mark.parametrize(
+    ("reply", "expected"),
+    [  # what Qwen2.5-Coder-0.5B wrote in benchmarks/agent_real.json, inventing the tool
+        ('```json\n{\n  "name": "save_note",\n  "arguments": {\n    "text": "call mom"\n  }\n}\n```',
+         [("save_note", {"text": "call mom"})]),
+        ('{"name": "read_config.ini", "arguments": {"path": "config.ini"}}',
+         [("read_config.ini", {"path": "config.ini"})]),
+        ('<tool_call>\n{"name": "part1.txt", "arguments": {}}\n</tool_call>', [("part1.txt", {})]),
+        # not an attempted call: more keys than a call has, no arguments, a name that is
+        # no identifier, prose first
+        ('{"name": "save_note", "arguments": {}, "result": "ok"}', []),
+        ('{"name": "Mia", "age": 3}', []),
+        ('{"name": "save note!", "arguments": {}}', []),
+        ('I would call {"name": "save_note", "arguments": {}}', []),
+    ],
+)  # fmt: skip
+def test_any_name_reads_a_call_to_an_invented_tool(
+    reply: str, expected: list[tuple[str, dict[str, str]]]
+) -> None:
+    from ctxline.models.chatml import parse_tool_calls
+
+    names = {"add_note", "read_file"}
+    calls = parse_tool_calls(reply, names, any_name=True)[1]
+    assert [(c.name, c.arguments) for c in calls] == expected
+    assert parse_tool_calls(reply, names)[1] == ()  # without it, only offered tools count

@@ -112,6 +112,52 @@ def test_chat_bodies_a_local_server_gets(flavor: Flavor, tmp_path: Path) -> None
     assert "&lt;ctx" not in text
 
 
+TEXT_CALLS = [  # what Qwen2.5-Coder-0.5B wrote through llama.cpp's chat route (agent_real)
+    Reply('```json\n{\n  "name": "read_file",\n  "arguments": {"path": "notes.txt"}\n}\n```'),
+    Reply('{"name": "write_file", "arguments": {"path": "upper.txt", "text": "BUY MILK"}}'),
+    Reply("Done: upper.txt holds BUY MILK."),
+]
+
+
+@pytest.mark.parametrize("flavor", ["llama-cpp-python", "llama.cpp", "vllm", "plain"])
+def test_a_local_models_call_written_as_text_is_run(flavor: Flavor, tmp_path: Path) -> None:
+    with fake_openai_server(flavor, TEXT_CALLS) as fake:
+        _run(OpenAIClient("qwen", base_url=fake.base_url), tmp_path)
+    turns = [m for m in fake.completions()[-1]["messages"] if m["role"] == "assistant"]
+    assert [c["function"]["name"] for m in turns for c in m["tool_calls"]] == [
+        "read_file",
+        "write_file",
+    ]
+
+
+def test_a_call_to_an_invented_tool_is_answered_with_the_tools_there_are(
+    tmp_path: Path,
+) -> None:
+    script = [
+        Reply('```json\n{"name": "copy_file", "arguments": {"path": "notes.txt"}}\n```'),
+        Reply(calls=(("read_file", {"path": "notes.txt"}),)),
+        Reply(calls=(("write_file", {"path": "upper.txt", "text": "BUY MILK"}),)),
+        Reply("Done: upper.txt holds BUY MILK."),
+    ]
+    (tmp_path / "notes.txt").write_text("buy milk")
+    with fake_openai_server("llama.cpp", script) as fake:
+        agent = Agent(
+            OpenAIClient("qwen", base_url=fake.base_url),
+            _tools(tmp_path),
+            store=MemoryStore(),
+            session="invented",
+            options=OPTIONS,
+            builtin_tools=(),
+        )
+        result = agent.run("Copy notes.txt to upper.txt in upper case.")
+    assert result.final == "Done: upper.txt holds BUY MILK."
+    assert (tmp_path / "upper.txt").read_text() == "BUY MILK"
+    second = fake.completions()[1]["messages"]
+    refusal = next(m for m in second if m["role"] == "tool")
+    assert "copy_file" in refusal["content"]
+    assert "read_file" in refusal["content"] and "write_file" in refusal["content"]
+
+
 def test_openai_base_url_means_what_base_url_means(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -1,7 +1,9 @@
 """The three loops under test, on the same server, model, tools, turn cap and temperature.
 
-- ``ctxline``: ctxline's :class:`~ctxline.runner.Agent` with its defaults (guide, status
-  bar, built-in tools), through ``make_client("openai:…", base_url=…)``;
+- ``ctxline``: ctxline's :class:`~ctxline.runner.Agent` with the task's tools and no
+  others (``builtin_tools=()``: the same tools as the other loops), its guide and status
+  bar, through ``make_client("openai:…", base_url=…)``; ``ctxline_defaults`` is the same
+  with ctxline's four built-in tools offered too (its default: ~700 more tokens a request);
   ``start_backup`` is a background tool (``ToolMeta(background=True)``): its output
   arrives as a notification.
 - ``plain``: the loop everyone writes first, the ``openai`` SDK over one raw message list;
@@ -64,6 +66,25 @@ def _turns(prompt: Prompt) -> list[str]:
 def run_ctxline(
     base_url: str, box: Box, prompt: Prompt, system: str, max_turns: int, max_output: int
 ) -> Outcome:
+    return _run_ctxline(base_url, box, prompt, system, max_turns, max_output, builtins=False)
+
+
+def run_ctxline_defaults(
+    base_url: str, box: Box, prompt: Prompt, system: str, max_turns: int, max_output: int
+) -> Outcome:
+    return _run_ctxline(base_url, box, prompt, system, max_turns, max_output, builtins=True)
+
+
+def _run_ctxline(
+    base_url: str,
+    box: Box,
+    prompt: Prompt,
+    system: str,
+    max_turns: int,
+    max_output: int,
+    *,
+    builtins: bool,
+) -> Outcome:
     from ctxline.models import make_client
     from ctxline.runner import Agent, Limits, tool
     from ctxline.runner.model_call import default_options
@@ -75,7 +96,12 @@ def run_ctxline(
         for f in box.functions(background=False)
     ]
     with Agent(
-        client, tools, system=system, options=options, limits=Limits(max_turns=max_turns)
+        client,
+        tools,
+        system=system,
+        options=options,
+        limits=Limits(max_turns=max_turns),
+        builtin_tools=None if builtins else (),
     ) as agent:
         turns = 0
         for index, text in enumerate(_turns(prompt)):
@@ -215,7 +241,12 @@ def run_sdk(
     return outcome
 
 
-LOOPS: dict[str, Loop] = {"ctxline": run_ctxline, "plain": run_plain, "sdk": run_sdk}
+LOOPS: dict[str, Loop] = {
+    "ctxline": run_ctxline,
+    "ctxline_defaults": run_ctxline_defaults,
+    "plain": run_plain,
+    "sdk": run_sdk,
+}
 
 
 def timed(loop: Loop, *args: Any) -> tuple[Outcome, float]:

@@ -157,8 +157,27 @@ def _call_id(text: str, index: int) -> str:
     return f"call_{digest}_{index}"
 
 
-def _as_call(obj: object, names: Collection[str], text: str, index: int) -> ToolCall | None:
-    if not isinstance(obj, dict) or obj.get("name") not in names:
+_NAME = re.compile(r"[A-Za-z_][\w.\-]{0,63}\Z")
+
+
+def _attempted(obj: dict[str, object]) -> bool:
+    """An object shaped only like a call — a name and its arguments, nothing else — that
+    names no offered tool: what a small model writes when it invents a tool's name."""
+    name = obj.get("name")
+    return (
+        isinstance(name, str)
+        and _NAME.match(name) is not None
+        and ("arguments" in obj or "parameters" in obj)
+        and set(obj) <= {"name", "arguments", "parameters"}
+    )
+
+
+def _as_call(
+    obj: object, names: Collection[str], text: str, index: int, any_name: bool = False
+) -> ToolCall | None:
+    if not isinstance(obj, dict):
+        return None
+    if obj.get("name") not in names and not (any_name and _attempted(obj)):
         return None
     arguments = obj.get("arguments", obj.get("parameters", {}))
     if isinstance(arguments, str):
@@ -187,7 +206,7 @@ def _leading_json(body: str) -> list[object]:
         values.append(value)
 
 
-def _bare_calls(text: str, names: Collection[str]) -> tuple[ToolCall, ...]:
+def _bare_calls(text: str, names: Collection[str], any_name: bool) -> tuple[ToolCall, ...]:
     """A reply that starts with a call's JSON (fenced or not), as small models write it:
     the leading run of calls, each to a known tool; what follows the first value that is
     not one (an imagined result, a truncated repeat) is dropped, and a call repeated
@@ -203,7 +222,7 @@ def _bare_calls(text: str, names: Collection[str]) -> tuple[ToolCall, ...]:
     for value in _leading_json(body):
         items = value if isinstance(value, list) else [value]
         for item in items:
-            call = _as_call(item, names, text, len(calls))
+            call = _as_call(item, names, text, len(calls), any_name)
             if call is None:
                 return tuple(calls)
             key = (call.name, json.dumps(call.arguments, sort_keys=True))
@@ -213,7 +232,9 @@ def _bare_calls(text: str, names: Collection[str]) -> tuple[ToolCall, ...]:
     return tuple(calls)
 
 
-def parse_tool_calls(text: str, names: Collection[str]) -> tuple[str, tuple[ToolCall, ...]]:
+def parse_tool_calls(
+    text: str, names: Collection[str], *, any_name: bool = False
+) -> tuple[str, tuple[ToolCall, ...]]:
     """The text outside ``<tool_call>`` blocks and the calls inside them.
 
     A block counts only when it holds a JSON object with a ``name`` among ``names``
@@ -223,6 +244,12 @@ def parse_tool_calls(text: str, names: Collection[str]) -> tuple[str, tuple[Tool
     answer so, often repeating the call or imagining its result after it; see
     :func:`_bare_calls`. Call ids are derived from the reply, so the same reply always
     gets the same ids.
+
+    With ``any_name``, a call to a name that is no offered tool counts too when its
+    object holds only ``name`` and ``arguments`` (an identifier-like name): the runner
+    then refuses it and names the tools there are, where the reply would otherwise end
+    the run as a final answer made of JSON — how small models fail when they invent a
+    tool (``"save_note"`` for ``add_note``).
     """
     calls: list[ToolCall] = []
     kept: list[str] = []
@@ -232,14 +259,14 @@ def parse_tool_calls(text: str, names: Collection[str]) -> tuple[str, tuple[Tool
             obj = json.loads(match.group(1))
         except ValueError:
             continue
-        call = _as_call(obj, names, text, len(calls))
+        call = _as_call(obj, names, text, len(calls), any_name)
         if call is None:
             continue
         kept.append(text[last : match.start()])
         last = match.end()
         calls.append(call)
     if not calls:
-        bare = _bare_calls(text, names)
+        bare = _bare_calls(text, names, any_name)
         return ("", bare) if bare else (text, ())
     kept.append(text[last:])
     return "".join(kept).strip(), tuple(calls)

@@ -365,7 +365,7 @@ class LocalClient:
         text, calls = str(out["text"]), tuple[ToolCall, ...]()
         if tools:
             names = {str(t["function"]["name"]) for t in tools if isinstance(t, Mapping)}
-            text, calls = parse_tool_calls(text, names)
+            text, calls = parse_tool_calls(text, names, any_name=True)
         return ModelReply(
             text=text,
             tool_calls=calls,

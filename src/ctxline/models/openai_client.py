@@ -20,6 +20,12 @@ What local servers need is done here, never by the caller:
   handler HTML-escapes every message (``<ctx-…>`` arrives as ``&lt;ctx-…&gt;``),
   drops ``tool`` results from the prompt, and with ``tool_choice: "auto"`` constrains
   a text answer to nothing. Tool calls are read back from ``<tool_call>`` blocks.
+- a local server's reply with no ``tool_calls`` whose text is a call — a ``<tool_call>``
+  block, or only a call's JSON, fenced or bare, as small models answer — is read as
+  that call (:func:`~ctxline.models.chatml.parse_tool_calls`), even to a tool name it
+  invented, so the runner answers it with the names of the tools there are instead of
+  ending the run on a JSON "answer"; from OpenAI itself only ``<tool_call>`` blocks to
+  offered tools are.
 - :attr:`OpenAIClient.context_window` is what the server reports (:mod:`~ctxline.models.server`),
   or None, with a warning, when it reports nothing.
 
@@ -239,8 +245,10 @@ class OpenAIClient:
             if getattr(call, "function", None) is not None
         )
         text = message.content or ""
-        if not calls and params.get("tools") and "<tool_call>" in text:
-            text, calls = parse_tool_calls(text, _tool_names(params))
+        if not calls and params.get("tools") and (self.local or "<tool_call>" in text):
+            # a local model's call the server left in the text: a <tool_call> block, or
+            # a reply that is only a known tool's JSON (fenced or bare), as small models write
+            text, calls = parse_tool_calls(text, _tool_names(params), any_name=self.local)
         return ModelReply(
             text=text,
             tool_calls=calls,
@@ -267,7 +275,7 @@ class OpenAIClient:
         if not response.choices:
             raise ModelError(f"{self.name} at {self.url}: the reply has no choices")
         choice = response.choices[0]
-        text, calls = parse_tool_calls(choice.text or "", _tool_names(body))
+        text, calls = parse_tool_calls(choice.text or "", _tool_names(body), any_name=True)
         return ModelReply(
             text=text.strip() if calls else (choice.text or ""),
             tool_calls=calls,
