@@ -15,6 +15,9 @@ run cut short by ``--deadline`` still compares the loops on the same tasks.
     python benchmarks/bench_agent_real.py --model ~/.cache/ctxline-models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf \
         --threads 2 --max-turns 6 --out benchmarks/agent_real.json
 
+A run cut short by ``--deadline`` goes on with ``--resume REPORT --out NEW``: the
+report's rows are kept and its tasks are not run again (same model and loops).
+
 BFCL needs ``pip install --no-deps --target /tmp/bfcl-site bfcl-eval`` and
 ``--bfcl-site /tmp/bfcl-site`` (it is not a dependency of ctxline).
 """
@@ -124,6 +127,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--deadline", type=float, default=0, help="seconds; start no task after it (0: none)"
     )
+    parser.add_argument(
+        "--resume",
+        default="",
+        help="a report of an earlier run cut short: its rows are kept, its tasks not run again",
+    )
     parser.add_argument("--out", default="")
     parser.add_argument("--table", default="", help="print the markdown table of a JSON report")
     args = parser.parse_args(argv)
@@ -151,14 +159,23 @@ def main(argv: list[str] | None = None) -> int:
 
         items += [("bfcl", e) for e in bfcl.entries(args.bfcl)]
 
-    started = time.perf_counter()
+    earlier: dict[str, Any] = json.loads(Path(args.resume).read_text()) if args.resume else {}
+    if earlier:
+        if earlier["model"] != Path(args.model).name or sorted(earlier["runs"]) != sorted(loops):
+            parser.error("--resume: the report is of another model or other loops")
+        done = {r["id"] for r in earlier["runs"][loops[0]]}
+        items = [(k, i) for k, i in items if (i.id if k == "task" else i["id"]) not in done]
+    began = time.perf_counter()
+    started = began - (earlier["total_s"] if earlier else 0.0)  # total_s spans both runs
     server = ModelServer(args.model, loops, threads=args.threads, max_tokens=args.max_output)
     base_url = server.start()
-    rows: dict[str, list[dict[str, Any]]] = {name: [] for name in loops}
+    rows: dict[str, list[dict[str, Any]]] = {
+        name: list(earlier["runs"][name]) if earlier else [] for name in loops
+    }
     stopped_early = False
     try:
         for index, (kind, item) in enumerate(items):
-            if args.deadline and time.perf_counter() - started > args.deadline:
+            if args.deadline and time.perf_counter() - began > args.deadline:
                 stopped_early = True
                 break
             order = loops[index % len(loops) :] + loops[: index % len(loops)]
