@@ -249,7 +249,7 @@ class MemoryStore(CheckedAppends):
         """One transaction of many chunks (see :class:`~ctxline.record.store.base.AppendStream`):
         the lock is held throughout, so no reader sees a chunk before the block ends."""
         with self._lock:
-            stream = _MemoryStream(self, self._clock())
+            stream = _MemoryStream(self)
             try:
                 yield stream
             except BaseException:
@@ -263,7 +263,7 @@ class MemoryStore(CheckedAppends):
         batch: list[Pending],
         bodies: list[Body],
         undo: list[Callable[[], None]],
-        now: datetime | None = None,
+        clock: Callable[[], datetime] | None = None,
         created: set[str] | None = None,
     ) -> list[StoredEvent]:
         session, timeline = b.session, b.timeline
@@ -282,7 +282,7 @@ class MemoryStore(CheckedAppends):
         if b.expected_seq is not None and b.expected_seq != t.head:
             raise Conflict(session, timeline, b.expected_seq, t.head)
         check_pairing(batch, lambda cid: self._known_call(session, timeline, cid))
-        now = now or self._clock()
+        now = (clock or self._clock)()
         stored = [
             StoredEvent(t.head + i + 1, p.id or self._new_id(), p.at or now, p.event)
             for i, p in enumerate(batch)
@@ -451,9 +451,10 @@ class MemoryStore(CheckedAppends):
 class _MemoryStream:
     """The open transaction of :meth:`MemoryStore._append_stream_raw`."""
 
-    def __init__(self, store: MemoryStore, now: datetime) -> None:
+    def __init__(self, store: MemoryStore) -> None:
         self._store = store
-        self._now = now
+        self._now: dict[str, datetime] = {}
+        """Each session's one reading of the clock, taken at its first chunk."""
         self.undo: list[Callable[[], None]] = []
         self._created: set[str] = set()
 
@@ -468,9 +469,17 @@ class _MemoryStream:
             for b in batches
         ]
         return [
-            store._append_locked(b, batch, bodies, self.undo, self._now, self._created)
+            store._append_locked(b, batch, bodies, self.undo, self._clock(b.session), self._created)
             for b, (batch, bodies) in zip(batches, prepared, strict=True)
         ]
+
+    def _clock(self, session: str) -> Callable[[], datetime]:
+        def now() -> datetime:
+            if session not in self._now:
+                self._now[session] = self._store._clock()
+            return self._now[session]
+
+        return now
 
     def read(
         self, session: str, timeline: str = MAIN, *, after_seq: int = 0, limit: int | None = None

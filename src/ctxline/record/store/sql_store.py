@@ -188,8 +188,8 @@ class SqlStream:
 
     ``begin(conn, batch)`` is the store's part before a batch's rows: the session
     created when the batch asks (True when it was), and on PostgreSQL the timeline row
-    locked. Every event without a time gets the one reading taken when the stream
-    opened, as the events of one batch share one."""
+    locked. Every event of a session without a time gets the one reading taken at that
+    session's first chunk, as the events of one batch share one."""
 
     def __init__(
         self,
@@ -202,7 +202,7 @@ class SqlStream:
         self._conn = conn
         self._blobs = blobs
         self._begin = begin
-        self._now = store._clock()
+        self._now: dict[str, datetime] = {}
         self._created: set[str] = set()
 
     @property
@@ -215,7 +215,8 @@ class SqlStream:
         for b, p in zip(batches, prepared, strict=True):
             if self._begin(self._conn, b):
                 self._created.add(b.session)
-            out.append(self._store._append_rows(self._conn, b, p, self._now))
+            now = self._now.get(b.session) or self._now.setdefault(b.session, self._store._clock())
+            out.append(self._store._append_rows(self._conn, b, p, now))
         return out
 
     def read(
