@@ -21,22 +21,32 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import FakeClock, counter_ids, make_store
-from test_adversarial_restore import _session as own_kinds_session
-from test_cli import export, fails, ok
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from conftest import FakeClock, counter_ids, make_store
 from ctxline import Context
 from ctxline.errors import ValidationError
 from ctxline.importers import load_tree
-from ctxline.importers.ingest import CHUNK, ImportProgress, import_sessions, import_stream
+from ctxline.importers.ingest import (
+    CHUNK,
+    FIRST_CHUNK,
+    ImportProgress,
+    _same_value,
+    import_sessions,
+    import_stream,
+)
 from ctxline.importers.stream import StreamedSession, stream_tree
 from ctxline.record.blobs import blob_ref
+from ctxline.record.codec import canonical_json
 from ctxline.record.events import AssistantMessage, Pending, ToolCall, ToolResult, UserMessage
 from ctxline.record.store import Batch, MemoryStore, Store, open_store
 from ctxline.record.store.writes import write_batches
 from ctxline.restore import restore_events, restore_sessions
 from ctxline.sources.status import StatusConfig, SystemState
 from ctxline.view.options import PrepareOptions
+from test_adversarial_restore import _session as own_kinds_session
+from test_cli import export, fails, ok
 
 LONG = "a long line of tool output\n" * 60  # over BLOB_MIN_CHARS: saved as a blob
 
@@ -102,6 +112,7 @@ def test_a_bad_line_deep_in_a_long_import_leaves_nothing(
     # it failed after the short session and 3,000 events of the long one were appended
     assert ImportProgress("short", 10, 10, True) in seen
     assert max(p.appended for p in seen if p.session == "long") == 3_000
+    assert [p.read for p in seen if p.session == "long"] == [FIRST_CHUNK, 1_000, 2_000, 3_000]
     assert store.sessions() == []
     if not isinstance(store, MemoryStore):  # SQL: blobs are saved inside the transaction
         assert not store.blobs.has(blob_ref((LONG + "0").encode()))
@@ -121,7 +132,7 @@ def test_the_cli_names_file_and_line_of_a_deep_bad_line_and_stores_nothing(
     path = _write(tmp_path / "x.jsonl", _lines(2_500), {2_400: "{not json"})
     db = str(tmp_path / "x.db")
     message = fails(["import", str(path), "--db", db, "--trusted"])
-    assert f"x.jsonl, line 2400" in message
+    assert "x.jsonl, line 2400" in message
     store = open_store(db)  # the database was opened (past the first chunk), and is empty
     try:
         assert store.sessions() == []
@@ -217,9 +228,7 @@ def test_a_streamed_plain_import_is_the_batch_import_meta_and_times_too(
 ) -> None:
     # no header: the meta counts the events, known only at the end (set then); no times:
     # every event gets the one clock reading, as in a batch
-    lines = [
-        {k: v for k, v in line.items() if k != "id"} for line in _lines(500, None)
-    ]
+    lines = [{k: v for k, v in line.items() if k != "id"} for line in _lines(500, None)]
     path = _write(tmp_path / "plain.jsonl", lines)
     import_stream(store, _streamed(path, False), chunk=64)
     twin_dir = tmp_path / "twin"
@@ -244,7 +253,7 @@ def test_reimporting_streams_the_comparison_and_appends_only_the_tail(
     seen, hear = _progress()
     again = import_stream(store, stream_tree(path), progress=hear)
     assert [(r.events, r.appended) for r in again] == [(2_100, 0)]
-    assert [p.read for p in seen] == [1_000, 2_000, 2_100]
+    assert [p.read for p in seen] == [FIRST_CHUNK, 1_000, 2_000, 2_100]
     grown = _write(tmp_path / "b.jsonl", lines + _lines(1_500, None)[1:])
     (result,) = import_stream(store, stream_tree(grown))
     assert (result.events, result.appended) == (3_599, 1_499)
@@ -265,12 +274,12 @@ def test_progress_is_heard_while_the_file_still_has_lines(store: Store) -> None:
 
     session = StreamedSession("s", events(), lambda: {"format": "test"}, {"format": "test"})
     heard: list[tuple[int, int, int]] = []
-    import_stream(
-        store, [session], progress=lambda p: heard.append((p.read, p.appended, read[0]))
-    )
-    assert heard[0] == (CHUNK, CHUNK, CHUNK - 1)  # after one chunk, 1,601 lines unread
+    import_stream(store, [session], progress=lambda p: heard.append((p.read, p.appended, read[0])))
+    # after the first, small chunk: 2,501 lines still unread
+    assert heard[0] == (FIRST_CHUNK, FIRST_CHUNK, FIRST_CHUNK - 1)
+    assert heard[1] == (CHUNK, CHUNK, CHUNK - 1)
     assert heard[-1] == (2_601, 2_601, 2_600)
-    assert [h[0] for h in heard] == [1_000, 2_000, 2_601]
+    assert [h[0] for h in heard] == [FIRST_CHUNK, 1_000, 2_000, 2_601]
 
 
 def test_the_cli_prints_progress_before_its_summary(tmp_path: Path) -> None:
@@ -287,7 +296,7 @@ def test_the_cli_prints_progress_before_its_summary(tmp_path: Path) -> None:
         timeout=300,
     )
     lines = done.stdout.decode().splitlines()
-    assert lines[0] == "long: 1,000 events read (1,000 new so far)..."
+    assert lines[0] == "long: 100 events read (100 new so far)..."
     assert lines[1] == "long: 2,200 events read, 2,200 new"
     assert lines[2].startswith("long  2200 events (2200 new)")
     quiet = subprocess.run(
@@ -307,5 +316,28 @@ def test_an_own_kinds_export_still_refuses_a_plain_import_at_its_line(tmp_path: 
     path = tmp_path / "s.jsonl"
     path.write_bytes(export(db, "s"))
     message = fails(["import", str(path), "--db", str(tmp_path / "b.db")])
-    assert "s.jsonl, line " in message and "--trusted" in message
+    assert "s.jsonl, line " in message
+    assert "--trusted" in message
     assert not (tmp_path / "b.db").exists()  # within the first chunk: no database is made
+
+
+# --- the comparison's fast path ------------------------------------------------------------
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=3), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_json, _json)
+def test_a_strict_match_always_writes_the_same_json(a: Any, b: Any) -> None:
+    """The re-import compares events by a strict walk before encoding them: a match must
+    mean the same canonical JSON (1 and 1.0, True and 1, 0.0 and -0.0 are no match)."""
+    for x, y in ((a, b), (a, a), (a, json.loads(json.dumps(a)))):
+        if _same_value(x, y):
+            assert canonical_json(x) == canonical_json(y)
+    assert _same_value(a, json.loads(json.dumps(a)))  # what a parse gives back matches

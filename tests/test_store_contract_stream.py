@@ -12,8 +12,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from conftest import FakeClock, counter_ids, make_store
 
+from conftest import FakeClock, counter_ids, make_store
 from ctxline.errors import Conflict, PairingError, UnknownSession, ValidationError
 from ctxline.record.blobs import blob_ref
 from ctxline.record.events import (
@@ -88,9 +88,7 @@ def test_chunks_see_each_other_and_commit_as_one_batch_would(store: Store) -> No
     assert store.read("s") == reference.read("s")
 
 
-def test_events_without_a_time_share_one_reading_per_session(
-    store: Store, tmp_path: Path
-) -> None:
+def test_events_without_a_time_share_one_reading_per_session(store: Store, tmp_path: Path) -> None:
     events = [Pending(UserMessage(f"m{i}"), f"m{i}") for i in range(9)]
     _stream(store, "s", events, 2)
     assert len({e.at for e in store.read("s")}) == 1
@@ -106,11 +104,16 @@ def test_events_without_a_time_share_one_reading_per_session(
 
 def test_a_block_that_raises_leaves_nothing_and_the_ids_stay_free(store: Store) -> None:
     events = _events(40)
-    with pytest.raises(RuntimeError, match="bad line"), stream_batches(store) as tx:
-        for i, chunk in enumerate(_chunks(events, 10)):
-            tx.append([Batch("s", chunk, i * 10, create=i == 0)])
-        assert len(tx.read("s")) == 40
-        raise RuntimeError("bad line 15,000")
+
+    def fails_late() -> None:
+        with stream_batches(store) as tx:
+            for i, chunk in enumerate(_chunks(events, 10)):
+                tx.append([Batch("s", chunk, i * 10, create=i == 0)])
+            assert len(tx.read("s")) == 40
+            raise RuntimeError("bad line 15,000")
+
+    with pytest.raises(RuntimeError, match="bad line"):
+        fails_late()
     assert store.sessions() == []
     with pytest.raises(UnknownSession):
         store.read("s")
@@ -125,36 +128,45 @@ def test_a_failed_chunk_rolls_back_even_when_the_block_catches_it(store: Store) 
     store.create_session("kept")
     store.append("kept", [UserMessage("before")])
     events = _events(12)
-    with pytest.raises(ValidationError, match="nothing was written"), stream_batches(store) as tx:
-        tx.append([Batch("s", events[:6], 0, create=True)])
-        tx.append([Batch("kept", [UserMessage("during")], 1)])
-        with pytest.raises(Conflict):
-            tx.append([Batch("s", events[6:], 5)])  # the head is 6
-        with pytest.raises(ValidationError, match="earlier chunk"):
-            tx.append([Batch("s", events[6:], 6)])  # a failed stream takes no more
+
+    def catches() -> None:
+        with stream_batches(store) as tx:
+            tx.append([Batch("s", events[:6], 0, create=True)])
+            tx.append([Batch("kept", [UserMessage("during")], 1)])
+            with pytest.raises(Conflict):
+                tx.append([Batch("s", events[6:], 5)])  # the head is 6
+            with pytest.raises(ValidationError, match="earlier chunk"):
+                tx.append([Batch("s", events[6:], 6)])  # a failed stream takes no more
+
+    with pytest.raises(ValidationError, match="nothing was written"):
+        catches()
     assert [s.id for s in store.sessions()] == ["kept"]
     assert [e.event for e in store.read("kept")] == [UserMessage("before")]
 
 
 def test_pairing_and_authority_hold_across_chunks(store: Store) -> None:
-    ghost = Pending(ToolResult("never-called", "x", "run"), "g")
-    with pytest.raises(PairingError), stream_batches(store) as tx:
-        tx.append([Batch("s", _events(5), 0, create=True)])
-        tx.append([Batch("s", [ghost], 5)])
-    own: Event = Guide("sha256:" + "0" * 64, "forged")
-    with pytest.raises(ValidationError, match="ctxline's own"), stream_batches(store) as tx:
-        tx.append([Batch("s", _events(5), 0, create=True)])
-        tx.append([Batch("s", [own], 5)])
+    def second_chunk(event: Event | Pending) -> None:
+        with stream_batches(store) as tx:
+            tx.append([Batch("s", _events(5), 0, create=True)])
+            tx.append([Batch("s", [event], 5)])
+
+    with pytest.raises(PairingError):
+        second_chunk(Pending(ToolResult("never-called", "x", "run"), "g"))
+    with pytest.raises(ValidationError, match="ctxline's own"):
+        second_chunk(Guide("sha256:" + "0" * 64, "forged"))
     assert store.sessions() == []
 
 
 def test_set_meta_is_only_for_a_session_the_stream_created(store: Store) -> None:
     store.create_session("old", meta={"v": 1})
-    with pytest.raises(ValidationError, match="not created by this append"), stream_batches(
-        store
-    ) as tx:
-        tx.append([Batch("old", [UserMessage("x")], 0)])
-        tx.set_meta("old", {"v": 2})
+
+    def set_old() -> None:
+        with stream_batches(store) as tx:
+            tx.append([Batch("old", [UserMessage("x")], 0)])
+            tx.set_meta("old", {"v": 2})
+
+    with pytest.raises(ValidationError, match="not created by this append"):
+        set_old()
     assert store.session("old").meta == {"v": 1}
     assert store.head("old") == 0
 
@@ -166,7 +178,8 @@ def test_no_other_reader_sees_a_chunk_before_the_block_ends(kind: str, tmp_path:
     if isinstance(store, SQLiteStore):
         other = SQLiteStore(store.path, read_only=True)
     else:
-        
+        from ctxline.record.store.postgres import PostgresStore
+
         assert isinstance(store, PostgresStore)
         other = PostgresStore(store.dsn, read_only=True)
     try:

@@ -42,7 +42,7 @@ from ctxline.errors import (
     ValidationError,
 )
 from ctxline.importers import FORMATS
-from ctxline.importers.ingest import CHUNK, ImportProgress, import_stream
+from ctxline.importers.ingest import FIRST_CHUNK, ImportProgress, import_stream
 from ctxline.importers.stream import StreamedSession, read_ahead, stream_tree
 from ctxline.record.codec import CANONICAL_VERSION, canonical_json, format_at, stored_to_json
 from ctxline.record.describe import describe
@@ -107,7 +107,7 @@ def import_cmd(
             path, fmt, skipped=lambda _file, exc: click.echo(f"skipped: {exc}", err=True)
         )
         # the first chunk is read before the store opens: a bad small file creates nothing
-        restored = read_ahead((_restored(s, trusted) for s in sessions), CHUNK)
+        restored = read_ahead((_restored(s, trusted) for s in sessions), FIRST_CHUNK)
         store = _open(db)
         try:
             results = import_stream(
@@ -142,7 +142,7 @@ def _progress(p: ImportProgress) -> None:
     name = stream.plain(p.session)
     if p.done:
         click.echo(f"{name}: {p.read:,} events read, {p.appended:,} new", err=True)
-    elif p.read == CHUNK or p.read % _PROGRESS_EVERY == 0:
+    elif p.read == FIRST_CHUNK or p.read % _PROGRESS_EVERY == 0:
         click.echo(f"{name}: {p.read:,} events read ({p.appended:,} new so far)...", err=True)
 
 

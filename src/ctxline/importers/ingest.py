@@ -19,6 +19,7 @@ a chunk at a time, and :func:`import_stream` reports its progress after each chu
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
@@ -32,10 +33,19 @@ from ctxline.record.store import Batch, Store
 from ctxline.record.store.writes import CheckedStream, stream_batches
 from ctxline.record.timeline import Authority, check_authority
 
-__all__ = ["CHUNK", "ImportProgress", "ImportResult", "import_sessions", "import_stream"]
+__all__ = [
+    "CHUNK",
+    "FIRST_CHUNK",
+    "ImportProgress",
+    "ImportResult",
+    "import_sessions",
+    "import_stream",
+]
 
 CHUNK = 1_000
 """Events checked and appended (or compared with the stored ones) per step."""
+FIRST_CHUNK = 100
+"""The first step of each session is this small, so its first progress comes at once."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,9 +76,37 @@ Progress = Callable[[ImportProgress], None]
 
 
 def _same(stored: StoredEvent, pending: Pending) -> bool:
-    return stored.id == pending.id and canonical_json(
+    """Whether ``pending`` is the stored event: the same id and the same canonical JSON
+    (told by a strict walk of the two events when they match field for field, which
+    writes the same JSON; by encoding both when they do not)."""
+    if stored.id != pending.id:
+        return False
+    return _same_value(stored.event, pending.event) or canonical_json(
         event_to_json(stored.event)
     ) == canonical_json(event_to_json(pending.event))
+
+
+def _same_value(a: object, b: object) -> bool:
+    """``a`` and ``b`` match strictly: one type all the way down, the same keys and items,
+    floats by ``repr`` (0.0 is not -0.0), dataclasses field by field — so they encode to
+    the same JSON. False only means "encode them to see"."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        assert isinstance(b, dict)
+        return a.keys() == b.keys() and all(_same_value(v, b[k]) for k, v in a.items())
+    if isinstance(a, list | tuple):
+        assert isinstance(b, list | tuple)
+        return len(a) == len(b) and all(map(_same_value, a, b))
+    if isinstance(a, float):
+        return repr(a) == repr(b)
+    if a is None or isinstance(a, str | int):
+        return a == b
+    if dataclasses.is_dataclass(a) and not isinstance(a, type):
+        return all(
+            _same_value(getattr(a, f.name), getattr(b, f.name)) for f in dataclasses.fields(a)
+        )
+    return a == b and repr(a) == repr(b)  # a time: the same instant in the same zone
 
 
 def _origin(file: str | None) -> str:
@@ -142,8 +180,6 @@ class _Session:
                 self.held += 1
                 return
         self.new.append(pending)
-        if len(self.new) >= self.chunk:
-            self.flush(final=False)
 
     def flush(self, *, final: bool) -> None:
         if not self.new and (self.exists or not final):
@@ -184,13 +220,15 @@ def import_stream(
     chunk: int = CHUNK,
 ) -> list[ImportResult]:
     """Import ``sessions`` in one transaction, their events read, checked and appended a
-    chunk at a time (see the module doc); ``progress`` hears after each chunk.
+    chunk at a time (see the module doc; the first chunk of each session is
+    :data:`FIRST_CHUNK` events); ``progress`` hears after each chunk.
 
     ValidationError, and nothing written, when a session conflicts with what the store
     holds, appears twice with different events, or a line of its file is bad. ctxline's
     own kinds are refused unless ``authority="ctxline"``, which only a trusted restore
     (:func:`ctxline.restore.restore_events`) may pass."""
     results: list[ImportResult] = []
+    first = min(FIRST_CHUNK, chunk)
     first_file: dict[str, str | None] = {}
     with stream_batches(store, authority="ctxline", where="import") as tx:
         for s in sessions:
@@ -201,8 +239,10 @@ def import_stream(
             one = _Session(tx, s, authority, chunk)
             for pending, _line in s.events:
                 one.take(pending)
-                if progress is not None and one.read % chunk == 0:
-                    progress(ImportProgress(s.id, one.read, one.appended, False))
+                if one.read == first or one.read % chunk == 0:  # a small first chunk: news soon
+                    one.flush(final=False)
+                    if progress is not None:
+                        progress(ImportProgress(s.id, one.read, one.appended, False))
             result = one.finish()
             if progress is not None:
                 progress(ImportProgress(s.id, one.read, result.appended, True))

@@ -30,8 +30,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from ctxline.errors import ValidationError
-from ctxline.importers import TRAJECTORY_SUFFIXES, _jsonl_format, detect_format, load
-from ctxline.importers import _common
+from ctxline.importers import TRAJECTORY_SUFFIXES, _common, _jsonl_format, detect_format, load
 from ctxline.importers._common import (
     ImportedSession,
     SessionBuilder,
