@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from datetime import datetime
 from pathlib import Path
 
@@ -20,7 +21,14 @@ from ctxline.memory import Memory
 from ctxline.record.blobs import BlobStore
 from ctxline.record.events import Event, JsonValue, Pending, StoredEvent, UserMessage
 from ctxline.record.store import Store
-from ctxline.record.store.base import MAIN, Batch, SearchHit, SessionInfo, TimelineInfo
+from ctxline.record.store.base import (
+    MAIN,
+    AppendStream,
+    Batch,
+    SearchHit,
+    SessionInfo,
+    TimelineInfo,
+)
 from ctxline.record.store.chain import ChainCheck
 from ctxline.record.store.memories import (
     MemoryBackend,
@@ -167,6 +175,10 @@ class GuardedStore:
     def _append_batches_raw(self, batches: Sequence[Batch]) -> list[list[StoredEvent]]:
         _guard("_append_batches_raw")
         return self.inner._append_batches_raw(batches)
+
+    def _append_stream_raw(self) -> AbstractContextManager[AppendStream]:
+        _guard("_append_stream_raw")
+        return self.inner._append_stream_raw()
 
     def read(
         self, session: str, timeline: str = MAIN, *, after_seq: int = 0, limit: int | None = None

@@ -26,12 +26,13 @@ A kind added later to :data:`~ctxline.record.events.OWN_KINDS` without a check h
 refused even with ``--trusted``.
 
     sessions = restore_sessions(load_tree(path), trusted=False)  # raises on an own kind
+    events = restore_events(located, trusted=True, session=sid, file=name)  # as they are read
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 
@@ -81,6 +82,7 @@ __all__ = [
     "TrustedMeta",
     "refuse_own_kinds",
     "refuse_own_kinds_at",
+    "restore_events",
     "restore_sessions",
 ]
 
@@ -105,16 +107,10 @@ _TOOL_KEYS = frozenset({"name", "description", "parameters"})
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
-def _where(imported: ImportedSession, index: int) -> tuple[int | None, str | None]:
-    lines = imported.lines
-    line = lines[index] if index < len(lines) else None
-    file = imported.meta.get("file")
-    return line, file if isinstance(file, str) else None
-
-
-def _refused(imported: ImportedSession, index: int, kind: str, why: str) -> ValidationError:
-    line, file = _where(imported, index)
-    where = "" if line is not None else f" (event {index + 1} of session {imported.id!r})"
+def _refused(
+    session: str, file: str | None, index: int, line: int | None, kind: str, why: str
+) -> ValidationError:
+    where = "" if line is not None else f" (event {index + 1} of session {session!r})"
     return ValidationError(f"a {kind!r} event{where}: {why}", field="kind", line=line, source=file)
 
 
@@ -145,18 +141,9 @@ def refuse_own_kinds(sessions: Iterable[ImportedSession]) -> list[ImportedSessio
     """``sessions`` unchanged, or a :class:`ValidationError` at the first own kind."""
     out = list(sessions)
     for imported in out:
-        for index, pending in enumerate(imported.events):
-            kind = pending.event.kind
-            if kind in OWN_KINDS:
-                raise _refused(
-                    imported,
-                    index,
-                    kind,
-                    f"{_NOT_FROM_OUTSIDE}; restore a ctxline export with --trusted",
-                )
-            problem = outside_problem(pending.event)
-            if problem is not None:
-                raise _refused(imported, index, kind, f"{problem}; it is not taken from outside")
+        session, file = _names(imported)
+        for _ in restore_events(_located(imported), trusted=False, session=session, file=file):
+            pass
     return out
 
 
@@ -169,7 +156,65 @@ def restore_sessions(
     """The sessions to import: own kinds refused, or (``trusted``) checked and re-derived."""
     if not trusted:
         return refuse_own_kinds(sessions)
-    return [_restore(imported, known_kinds) for imported in sessions]
+    out = []
+    for imported in sessions:
+        session, file = _names(imported)
+        events = restore_events(
+            _located(imported), trusted=True, session=session, file=file, known_kinds=known_kinds
+        )
+        out.append(replace(imported, events=[p for p, _ in events]))
+    return out
+
+
+def _located(imported: ImportedSession) -> Iterator[tuple[Pending, int | None]]:
+    lines = imported.lines
+    return ((p, lines[i] if i < len(lines) else None) for i, p in enumerate(imported.events))
+
+
+def _names(imported: ImportedSession) -> tuple[str, str | None]:
+    file = imported.meta.get("file")
+    return imported.id, file if isinstance(file, str) else None
+
+
+def restore_events(
+    events: Iterable[tuple[Pending, int | None]],
+    *,
+    trusted: bool,
+    session: str,
+    file: str | None,
+    known_kinds: Sequence[MessageKind] = KNOWN_KINDS,
+) -> Iterator[tuple[Pending, int | None]]:
+    """One session's events (each with its file line), checked as they are read: an own
+    kind refused (naming its kind, file and line), or (``trusted``) checked against the
+    events before it and re-derived. Holds a byte per event, never the events."""
+    state = _Restore(known_kinds) if trusted else None
+    for index, (pending, line) in enumerate(events):
+        event = pending.event
+        if state is None:
+            kind = event.kind
+            if kind in OWN_KINDS:
+                raise _refused(
+                    session,
+                    file,
+                    index,
+                    line,
+                    kind,
+                    f"{_NOT_FROM_OUTSIDE}; restore a ctxline export with --trusted",
+                )
+            problem = outside_problem(event)
+            if problem is not None:
+                why = f"{problem}; it is not taken from outside"
+                raise _refused(session, file, index, line, kind, why)
+            yield pending, line
+            continue
+        try:
+            event = state.event(event)
+        except ValueError as exc:
+            raise _refused(session, file, index, line, event.kind, str(exc)) from None
+        restored = replace(pending, event=event)
+        at = pending.at or _EPOCH
+        state.fed(StoredEvent(index + 1, pending.id or f"#{index + 1}", at, event))
+        yield restored, line
 
 
 _RUNNER_KEPT = frozenset({"agent", "job", "ms", "interrupted", "transaction", "renamed_ids"})
@@ -256,19 +301,36 @@ class TrustedMeta:
         return out
 
 
-class _Restore:
-    """One session's events in order, with what the checks need from before each."""
+_RESULT, _USER = 1, 2
+"""What :class:`_Restore` keeps of each event before: whether it is a tool result or a
+user message (the only facts a reduction's check needs)."""
 
-    def __init__(self, imported: ImportedSession, known: Sequence[MessageKind]) -> None:
-        self.imported = imported
+
+class _Restore:
+    """One session's events in order, with what the checks need from before each: a
+    kind flag per event and the status fold, never the events themselves."""
+
+    def __init__(self, known: Sequence[MessageKind]) -> None:
         self.known = {kind.line(): kind for kind in known}
-        self.stored: list[StoredEvent] = []
+        self.kinds = bytearray()
         self.requests = 0
         self.status = StatusChecker()
         self.builtins = {tool.spec.name: tool.spec for tool in BUILTIN_TOOLS}
         self.marks = TrustedMeta()
 
-    def event(self, index: int, event: Event) -> Event:
+    @property
+    def count(self) -> int:
+        """Events before the one being checked."""
+        return len(self.kinds)
+
+    def fed(self, stored: StoredEvent) -> None:
+        """``stored`` (as restored) is the next event before the ones still to check."""
+        event = stored.event
+        flag = _RESULT if isinstance(event, ToolResult) else _USER if isinstance(event, UserMessage) else 0
+        self.kinds.append(flag)
+        self.status.feed(stored)
+
+    def event(self, event: Event) -> Event:
         event = self.marks.check(event)
         match event:
             case Guide():
@@ -280,7 +342,7 @@ class _Restore:
             case Reduction():
                 return self.reduction(event)
             case StatusSnapshot():
-                why = self.status.check(event.text, self.stored)
+                why = self.status.check(event.text)
                 if why is not None:
                     raise ValueError(f"not the status ctxline computes from the record: {why}")
                 return event
@@ -334,7 +396,7 @@ class _Restore:
 
     def request(self, event: RequestHeader) -> RequestHeader:
         self.requests += 1
-        seq = len(self.stored) + 1
+        seq = self.count + 1
         if event.step != self.requests:
             raise ValueError(
                 f"it says step {event.step}, but it is request {self.requests} of this timeline"
@@ -363,18 +425,16 @@ class _Restore:
                 and text.startswith("<ctx-status>")
                 and text.endswith("</ctx-status>")
             ):
-                why = self.status.check(
-                    text[len("<ctx-status>") : -len("</ctx-status>")], self.stored
-                )
+                why = self.status.check(text[len("<ctx-status>") : -len("</ctx-status>")])
                 if why is not None:
                     raise ValueError(f"its status block is not what the record gives: {why}")
         return event
 
     def reduction(self, event: Reduction) -> Reduction:
-        seq = len(self.stored) + 1
+        seq = self.count + 1
 
         def result(at: int) -> bool:
-            return 0 < at < seq and isinstance(self.stored[at - 1].event, ToolResult)
+            return 0 < at < seq and self.kinds[at - 1] == _RESULT
 
         if event.saved_tokens < 0:
             raise ValueError("negative saved_tokens")
@@ -388,24 +448,6 @@ class _Restore:
             if not 0 < event.upto_seq < seq:
                 raise ValueError(f"it compacts up to seq {event.upto_seq}, not an earlier event")
             for kept in event.keep:
-                if not (
-                    0 < kept <= event.upto_seq
-                    and isinstance(self.stored[kept - 1].event, UserMessage)
-                ):
+                if not (0 < kept <= event.upto_seq and self.kinds[kept - 1] == _USER):
                     raise ValueError(f"it keeps seq {kept}, not a user message it compacts")
         return event
-
-
-def _restore(imported: ImportedSession, known: Sequence[MessageKind]) -> ImportedSession:
-    state = _Restore(imported, known)
-    events: list[Pending] = []
-    for index, pending in enumerate(imported.events):
-        event = pending.event
-        try:
-            event = state.event(index, event)
-        except ValueError as exc:
-            raise _refused(imported, index, event.kind, str(exc)) from None
-        events.append(replace(pending, event=event))
-        at = pending.at or _EPOCH
-        state.stored.append(StoredEvent(index + 1, pending.id or f"#{index + 1}", at, event))
-    return replace(imported, events=events)

@@ -41,8 +41,9 @@ from ctxline.errors import (
     UnknownTimeline,
     ValidationError,
 )
-from ctxline.importers import FORMATS, load_tree
-from ctxline.importers.ingest import import_sessions
+from ctxline.importers import FORMATS
+from ctxline.importers.ingest import FIRST_CHUNK, ImportProgress, import_stream
+from ctxline.importers.stream import StreamedSession, read_ahead, stream_tree
 from ctxline.record.codec import CANONICAL_VERSION, canonical_json, format_at, stored_to_json
 from ctxline.record.describe import describe
 from ctxline.record.events import (
@@ -54,7 +55,7 @@ from ctxline.record.parse import pending_from_json
 from ctxline.record.store import MAIN, Store, open_store
 from ctxline.record.store.base import check_pairing
 from ctxline.record.timeline import TimelineWriter
-from ctxline.restore import refuse_own_kinds_at, restore_sessions
+from ctxline.restore import refuse_own_kinds_at, restore_events
 
 __all__ = ["main"]
 
@@ -86,16 +87,37 @@ def main() -> None:
     help="Restore a ctxline export: its own kinds (guide, tools, request, reduction, status)"
     " are checked and re-derived instead of refused.",
 )
-def import_cmd(path: Path, db: str, fmt: str, as_json: bool, trusted: bool) -> None:
-    """Import a recorded agent session (or a file of many) into the record."""
+@click.option(
+    "--progress/--no-progress",
+    default=None,
+    help="Progress lines on stderr as the import goes  [default: when stderr is a terminal]",
+)
+def import_cmd(
+    path: Path, db: str, fmt: str, as_json: bool, trusted: bool, progress: bool | None
+) -> None:
+    """Import a recorded agent session (or a file of many) into the record.
+
+    Events are read, checked and appended a chunk at a time in one transaction: progress
+    goes to stderr as it goes, the sessions to stdout once all of them are committed; an
+    error anywhere (a bad line 15,000 events in) leaves nothing of the import behind."""
+    if progress is None:
+        progress = sys.stderr.isatty()
     with one_line_errors():
-        sessions = load_tree(
+        sessions = stream_tree(
             path, fmt, skipped=lambda _file, exc: click.echo(f"skipped: {exc}", err=True)
         )
-        sessions = restore_sessions(sessions, trusted=trusted)
+        # the first chunk is read before the store opens: a bad small file creates nothing
+        restored = read_ahead((_restored(s, trusted) for s in sessions), FIRST_CHUNK)
         store = _open(db)
-        results = import_sessions(store, sessions, authority="ctxline" if trusted else "app")
-        store.close()
+        try:
+            results = import_stream(
+                store,
+                restored,
+                authority="ctxline" if trusted else "app",
+                progress=_progress if progress else None,
+            )
+        finally:
+            store.close()
     if as_json:
         click.echo(json.dumps([r.session for r in results]))
         return
@@ -105,6 +127,23 @@ def import_cmd(path: Path, db: str, fmt: str, as_json: bool, trusted: bool) -> N
         note = f"{r.appended} new" if r.appended else "already imported"
         console.print(f"[bold]{r.session}[/bold]  {r.events} events ({note})", highlight=False)
     console.print(f"{len(results)} session(s), {added} event(s) appended to {db}", highlight=False)
+
+
+def _restored(s: StreamedSession, trusted: bool) -> StreamedSession:
+    events = restore_events(s.events, trusted=trusted, session=s.id, file=s.file)
+    return StreamedSession(s.id, events, s.meta, s.stored_meta)
+
+
+_PROGRESS_EVERY = 10_000
+
+
+def _progress(p: ImportProgress) -> None:
+    """A line on stderr at a session's first chunk, every 10,000 events, and its end."""
+    name = stream.plain(p.session)
+    if p.done:
+        click.echo(f"{name}: {p.read:,} events read, {p.appended:,} new", err=True)
+    elif p.read == FIRST_CHUNK or p.read % _PROGRESS_EVERY == 0:
+        click.echo(f"{name}: {p.read:,} events read ({p.appended:,} new so far)...", err=True)
 
 
 @main.command("sessions")

@@ -23,7 +23,7 @@ idempotent), and have every string cleaned of lone surrogates.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -93,10 +93,10 @@ def _document_format(doc: object) -> str | None:
     return None
 
 
-def _jsonl_format(src: SourceFile) -> str | None:
-    """The format of a JSONL file, from its first records."""
+def _jsonl_format(lines: Iterable[str]) -> str | None:
+    """The format of a JSONL file, from its first records (``lines``: the file's lines)."""
     seen = 0
-    for n, raw in enumerate(src.text.split("\n"), start=1):
+    for n, raw in enumerate(lines, start=1):
         if not raw.strip():
             continue
         seen += 1
@@ -122,7 +122,7 @@ def _sniff(src: SourceFile) -> str:
         found = _document_format(src.doc())
     except ValidationError as exc:
         # not one JSON document: JSONL, or broken JSON (then say where)
-        found = _jsonl_format(src)
+        found = _jsonl_format(src.text.split("\n"))
         if found is None:
             raise ValidationError(
                 f"cannot tell the format ({exc.message}); {_known()}", line=exc.line

@@ -122,11 +122,15 @@ class SourceFile:
     @property
     def stem(self) -> str:
         """The file name without its format suffix (``x.traj.json`` → ``x``)."""
-        name = self.path.name
+        return self.stem_of(self.path)
+
+    @staticmethod
+    def stem_of(path: Path) -> str:
+        name = path.name
         for suffix in (".traj.json", ".jsonl", ".json", ".traj"):
             if name.endswith(suffix) and len(name) > len(suffix):
                 return name[: -len(suffix)]
-        return self.path.stem or name
+        return path.stem or name
 
     def doc(self) -> Any:
         """The whole file as one JSON document."""
@@ -298,6 +302,8 @@ class SessionBuilder:
         self.calls: dict[str, str] = {}
         """Call ids seen so far → tool name."""
         self.orphans = 0
+        self.count = 0
+        """Events added (a streamed reader takes each one out of ``events`` as it comes)."""
         self._ids: set[str] = set()
         self._synthetic = 0
 
@@ -311,7 +317,7 @@ class SessionBuilder:
     def _client_id(self, wanted: str | None) -> str:
         if wanted and wanted not in self._ids:
             return wanted
-        base = f"{self.id}#{len(self.events) + 1}"
+        base = f"{self.id}#{self.count + 1}"
         candidate, k = base, 1
         while candidate in self._ids:
             k += 1
@@ -338,6 +344,7 @@ class SessionBuilder:
         client_id = self._client_id(clean_text(id) if id else None)
         self._ids.add(client_id)
         self.events.append(Pending(event, client_id, at))
+        self.count += 1
         return len(self.events) - 1
 
     def replace(self, index: int, event: Event) -> None:
@@ -415,10 +422,14 @@ class SessionBuilder:
         return self.add(UnknownEvent(clean_text(kind), clean_json(data)), id=id, at=at)
 
     def finish(self, meta: dict[str, JsonValue]) -> ImportedSession:
+        return ImportedSession(self.id, self.events, self.final_meta(meta))
+
+    def final_meta(self, meta: dict[str, JsonValue]) -> dict[str, JsonValue]:
+        """The session's meta: ``meta`` with its event and orphan counts."""
         out = dict(clean_json(meta))
-        out["events"] = len(self.events)
+        out["events"] = self.count
         out["orphan_results"] = self.orphans
-        return ImportedSession(self.id, self.events, out)
+        return out
 
 
 def _meta(meta: dict[str, JsonValue] | None) -> dict[str, JsonValue]:

@@ -28,12 +28,19 @@ from ctxline.record.codec import CANONICAL_VERSION
 from ctxline.record.events import JsonValue
 from ctxline.record.parse import pending_from_json
 
-__all__ = ["HEADER_KIND", "load_events"]
+__all__ = ["HEADER_KIND", "header", "load_events", "stem_meta"]
 
 HEADER_KIND = "ctxline.session"
 
 
-def _header(obj: dict[str, Any], line: int) -> tuple[str, dict[str, JsonValue]]:
+def stem_meta() -> dict[str, JsonValue]:
+    """The meta of a session without a header (named after the file)."""
+    return {"timeline": "main", "version": CANONICAL_VERSION}
+
+
+def header(obj: dict[str, Any], line: int) -> tuple[str, dict[str, JsonValue]]:
+    """A session header line: the session id and its meta (``session_meta``: the header's
+    ``meta``, the session's own, restored as is)."""
     session = opt_str(obj, "session", line=line)
     if not session or not session.strip():
         raise ValidationError(
@@ -68,7 +75,7 @@ def load_events(src: SourceFile) -> list[ImportedSession]:
     for line, obj in src.lines():
         if obj.get("kind") == HEADER_KIND:
             close()
-            session, meta = _header(obj, line)
+            session, meta = header(obj, line)
             key = (session, meta["timeline"])
             if key in seen:
                 raise ValidationError(
@@ -82,7 +89,7 @@ def load_events(src: SourceFile) -> list[ImportedSession]:
         if builder is None:
             builder = SessionBuilder(src.stem)
             seen.add((src.stem, "main"))
-            meta = {"timeline": "main", "version": CANONICAL_VERSION}
+            meta = stem_meta()
         pending = pending_from_json(obj, line=line)
         if pending.id is not None:
             if pending.id in ids:
@@ -94,6 +101,6 @@ def load_events(src: SourceFile) -> list[ImportedSession]:
         lines.append(line)
     if builder is None:
         builder = SessionBuilder(src.stem)
-        meta = {"timeline": "main", "version": CANONICAL_VERSION}
+        meta = stem_meta()
     close()
     return sessions

@@ -65,9 +65,12 @@ def outside_problem(event: Event) -> str | None:
     return None
 
 
-def check_outside(events: Iterable[Event | Pending], *, where: str = "append") -> None:
-    """Refuse the first event from outside that would grant authority, naming its position."""
-    for index, item in enumerate(events, start=1):
+def check_outside(
+    events: Iterable[Event | Pending], *, where: str = "append", start: int = 1
+) -> None:
+    """Refuse the first event from outside that would grant authority, naming its position
+    (``start``: the position of the first of ``events``)."""
+    for index, item in enumerate(events, start=start):
         event = item.event if isinstance(item, Pending) else item
         problem = outside_problem(event)
         if problem is not None:

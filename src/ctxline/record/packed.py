@@ -145,7 +145,18 @@ def _derived(options: Mapping[str, JsonValue], step: int) -> tuple[dict[str, Jso
 
 
 def _same(a: JsonValue, b: JsonValue) -> bool:
-    return type(a) is type(b) and a == b and _text(a) == _text(b)
+    """``a`` and ``b`` write the same JSON (stricter is safe: a field it keeps is stored)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        assert isinstance(b, dict)
+        return a.keys() == b.keys() and all(_same(v, b[k]) for k, v in a.items())
+    if isinstance(a, list):
+        assert isinstance(b, list)
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, float):
+        return repr(a) == repr(b)  # 0.0 and -0.0 are equal, and are written apart
+    return a == b  # None, bool, int, str of one type: equal values, equal text
 
 
 def _text(value: object) -> str:

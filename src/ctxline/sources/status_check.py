@@ -50,10 +50,15 @@ class StatusChecker:
     def __init__(self) -> None:
         self.fold = StatusFold(StatusConfig(fail_threshold=1, repeat_threshold=1))
 
-    def check(self, body: str, events: Sequence[StoredEvent]) -> str | None:
+    def feed(self, stored: StoredEvent) -> None:
+        """The next event of the record (a streamed restore feeds them one by one)."""
+        self.fold.feed(stored)
+
+    def check(self, body: str, events: Sequence[StoredEvent] | None = None) -> str | None:
         """Why ``body`` (the text inside ``<ctx-status>``) is not what ctxline computes from
-        ``events`` (the record before it), or None when every line is."""
-        fold = self.fold.update(events)
+        ``events`` (the record before it; None: the events fed so far), or None when every
+        line is."""
+        fold = self.fold if events is None else self.fold.update(events)
         if not (body.startswith("\n") and body.endswith("\n")) or len(body) < 2:
             return "the text does not start and end with a line break"
         lines = body[1:-1].split("\n")

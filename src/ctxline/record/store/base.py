@@ -9,7 +9,10 @@ parent's events up to the fork point, then its own, numbered on from there.
 call in the timeline (raising :class:`~ctxline.errors.PairingError`), and treats a
 batch whose client ids are all stored already, with the same content, as a retry
 that returns the stored events and writes nothing. ``append_batches`` does the same
-for several sessions and timelines in one transaction (a multi-session import).
+for several sessions and timelines in one transaction (a multi-session import), and
+``_append_stream_raw`` keeps one transaction open for many such appends, chunk after
+chunk (a long import that never holds the whole session): committed when its block
+ends, rolled back — nothing written — when the block raises.
 
 Every stored event carries a hash link (:mod:`ctxline.record.store.chain`); reads of
 the durable backends check the links of what they return and raise
@@ -28,6 +31,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Protocol, runtime_checkable
@@ -50,6 +54,7 @@ from ctxline.record.store.checks import (
 
 __all__ = [
     "MAIN",
+    "AppendStream",
     "Batch",
     "ChainCheck",
     "Clock",
@@ -166,6 +171,33 @@ class Batch:
     meta: dict[str, JsonValue] | None = None
 
 
+class AppendStream(Protocol):
+    """One open transaction of :meth:`Store._append_stream_raw`: raw appends, chunk after
+    chunk, each seeing the ones before it (heads, call pairing, retries), and reads of
+    what it holds so far; nothing is visible to others until the block ends."""
+
+    @property
+    def blobs(self) -> BlobStore:
+        """The store's blobs, saved inside this transaction where the backend can (SQL:
+        rolled back with it; memory: an unreferenced blob stays, as after any refused append)."""
+        ...
+
+    def append(self, batches: Sequence[Batch]) -> list[list[StoredEvent]]:
+        """:meth:`Store._append_batches_raw` inside this transaction."""
+        ...
+
+    def read(
+        self, session: str, timeline: str = MAIN, *, after_seq: int = 0, limit: int | None = None
+    ) -> list[StoredEvent]:
+        """:meth:`Store.read` inside this transaction (what it appended included)."""
+        ...
+
+    def set_meta(self, session: str, meta: dict[str, JsonValue]) -> None:
+        """Replace the meta of a session this transaction created (an import learns a
+        session's event count at its end); ValidationError for any other session."""
+        ...
+
+
 @runtime_checkable
 class Store(Protocol):
     """Durable, append-only storage of sessions, timelines and blobs."""
@@ -219,6 +251,12 @@ class Store(Protocol):
 
     def _append_batches_raw(self, batches: Sequence[Batch]) -> list[list[StoredEvent]]:
         """:meth:`append_batches` without the writer's rules (see :meth:`_append_raw`)."""
+        ...
+
+    def _append_stream_raw(self) -> AbstractContextManager[AppendStream]:
+        """One transaction for many raw appends (see :class:`AppendStream`): committed when
+        the block ends, rolled back when it raises; only
+        :func:`~ctxline.record.store.writes.stream_batches` calls it."""
         ...
 
     def read(

@@ -2,7 +2,9 @@
 
 It keeps the same guarantees as the durable backends (atomic batches, expected-seq
 conflicts, idempotent retries, pairing checks, fork isolation, the same hash links)
-within one process; ``append_batches`` undoes what it did when a later batch fails.
+within one process; ``append_batches`` undoes what it did when a later batch fails, and
+a streamed append (``_append_stream_raw``) holds the store's lock for its whole block
+and undoes every chunk when the block raises.
 
     store = MemoryStore()
     store.create_session("s")
@@ -13,8 +15,10 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from datetime import datetime
 
 from ctxline.errors import (
     Conflict,
@@ -240,13 +244,34 @@ class MemoryStore(CheckedAppends):
                     step()
                 raise
 
+    @contextmanager
+    def _append_stream_raw(self) -> Iterator[_MemoryStream]:
+        """One transaction of many chunks (see :class:`~ctxline.record.store.base.AppendStream`):
+        the lock is held throughout, so no reader sees a chunk before the block ends."""
+        with self._lock:
+            stream = _MemoryStream(self)
+            try:
+                yield stream
+            except BaseException:
+                for step in reversed(stream.undo):
+                    step()
+                raise
+
     def _append_locked(
-        self, b: Batch, batch: list[Pending], bodies: list[Body], undo: list[Callable[[], None]]
+        self,
+        b: Batch,
+        batch: list[Pending],
+        bodies: list[Body],
+        undo: list[Callable[[], None]],
+        clock: Callable[[], datetime] | None = None,
+        created: set[str] | None = None,
     ) -> list[StoredEvent]:
         session, timeline = b.session, b.timeline
         if b.create and session not in self._sessions:
             self._create(session, b.meta)
             undo.append(lambda: self._drop(session))
+            if created is not None:
+                created.add(session)
         t = self._timeline(session, timeline)
         existing = {
             p.id: self._existing(p.id) for p in batch if p.id is not None and p.id in self._ids
@@ -257,7 +282,7 @@ class MemoryStore(CheckedAppends):
         if b.expected_seq is not None and b.expected_seq != t.head:
             raise Conflict(session, timeline, b.expected_seq, t.head)
         check_pairing(batch, lambda cid: self._known_call(session, timeline, cid))
-        now = self._clock()
+        now = (clock or self._clock)()
         stored = [
             StoredEvent(t.head + i + 1, p.id or self._new_id(), p.at or now, p.event)
             for i, p in enumerate(batch)
@@ -287,6 +312,18 @@ class MemoryStore(CheckedAppends):
 
     def _drop(self, session: str) -> None:
         self._sessions.pop(session, None)
+
+    def _set_meta(self, session: str, meta: dict[str, JsonValue]) -> Callable[[], None]:
+        """Replace a session's meta; returns the step that puts the old one back."""
+        check_meta(meta)
+        s = self._session(session)
+        old = s.info
+        s.info = replace(old, meta=dict(meta))
+
+        def back() -> None:
+            s.info = old
+
+        return back
 
     def _existing(self, event_id: str) -> Existing:
         ev = self._lookup(event_id)
@@ -409,3 +446,50 @@ class MemoryStore(CheckedAppends):
 
     def close(self) -> None:
         pass
+
+
+class _MemoryStream:
+    """The open transaction of :meth:`MemoryStore._append_stream_raw`."""
+
+    def __init__(self, store: MemoryStore) -> None:
+        self._store = store
+        self._now: dict[str, datetime] = {}
+        """Each session's one reading of the clock, taken at its first chunk."""
+        self.undo: list[Callable[[], None]] = []
+        self._created: set[str] = set()
+
+    @property
+    def blobs(self) -> BlobStore:
+        return self._store.blobs
+
+    def append(self, batches: Sequence[Batch]) -> list[list[StoredEvent]]:
+        store = self._store
+        prepared = [
+            prepare_batch(b.session, b.timeline, b.events, b.expected_seq, b.create, b.meta)
+            for b in batches
+        ]
+        return [
+            store._append_locked(b, batch, bodies, self.undo, self._clock(b.session), self._created)
+            for b, (batch, bodies) in zip(batches, prepared, strict=True)
+        ]
+
+    def _clock(self, session: str) -> Callable[[], datetime]:
+        def now() -> datetime:
+            if session not in self._now:
+                self._now[session] = self._store._clock()
+            return self._now[session]
+
+        return now
+
+    def read(
+        self, session: str, timeline: str = MAIN, *, after_seq: int = 0, limit: int | None = None
+    ) -> list[StoredEvent]:
+        return self._store.read(session, timeline, after_seq=after_seq, limit=limit)
+
+    def set_meta(self, session: str, meta: dict[str, JsonValue]) -> None:
+        if session not in self._created:
+            raise ValidationError(
+                f"session {session!r} was not created by this append; its meta stays",
+                field="session",
+            )
+        self.undo.append(self._store._set_meta(session, meta))

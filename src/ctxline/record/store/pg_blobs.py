@@ -10,8 +10,10 @@ comes back through a binary cursor (no hex text twice its size).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
 
+import psycopg
 from psycopg import errors as pg_errors
 
 from ctxline.errors import BlobError
@@ -25,10 +27,24 @@ if TYPE_CHECKING:
 
 __all__ = ["PostgresBlobs"]
 
+Conn = psycopg.Connection[tuple[Any, ...]]
+
 
 class PostgresBlobs(PieceBlobs):
-    def __init__(self, store: PostgresStore) -> None:
+    """The store's blobs; given ``conn`` (a streamed append's), saved and read inside that
+    connection's transaction, each save in a savepoint."""
+
+    def __init__(self, store: PostgresStore, conn: Conn | None = None) -> None:
         self._store = store
+        self._tx_conn = conn
+
+    @contextmanager
+    def _reading(self) -> Iterator[Conn]:
+        if self._tx_conn is not None:
+            yield self._tx_conn
+            return
+        with self._store._conn() as conn:
+            yield conn
 
     def _put(self, ref: str, size: int, pieces: Callable[[], Iterator[bytes]]) -> None:
         check_blob_size(size)
@@ -36,17 +52,12 @@ class PostgresBlobs(PieceBlobs):
         store._writable("save a blob")
         with store._guard("save a blob"):
             try:
+                if self._tx_conn is not None:
+                    with self._tx_conn.transaction():  # a savepoint: a race undoes only this
+                        _put_in(self._tx_conn, ref, size, pieces)
+                    return
                 with store._tx() as conn:
-                    if conn.execute("SELECT 1 FROM blobs WHERE ref = %s", (ref,)).fetchone():
-                        return
-                    if size <= PIECE_CHARS:
-                        conn.execute(
-                            "INSERT INTO blobs(ref, size, data) VALUES (%s, %s, %s)"
-                            " ON CONFLICT (ref) DO NOTHING",
-                            (ref, size, b"".join(pieces())),
-                        )
-                        return
-                    copy_rows(conn, "blobs", "ref, size, data", [(ref, size, Pieces(size, pieces))])
+                    _put_in(conn, ref, size, pieces)
             except pg_errors.UniqueViolation:
                 return  # another writer saved the same bytes at the same moment
 
@@ -54,7 +65,7 @@ class PostgresBlobs(PieceBlobs):
         parse_ref(ref)
         with (
             self._store._guard("read a blob"),
-            self._store._conn() as conn,
+            self._reading() as conn,
             conn.cursor(binary=True) as cur,
         ):
             row = cur.execute("SELECT data FROM blobs WHERE ref = %s", (ref,)).fetchone()
@@ -65,5 +76,17 @@ class PostgresBlobs(PieceBlobs):
     def has(self, ref: str) -> bool:
         if "\x00" in ref:
             return False
-        with self._store._guard("read a blob"), self._store._conn() as conn:
+        with self._store._guard("read a blob"), self._reading() as conn:
             return conn.execute("SELECT 1 FROM blobs WHERE ref = %s", (ref,)).fetchone() is not None
+
+
+def _put_in(conn: Conn, ref: str, size: int, pieces: Callable[[], Iterator[bytes]]) -> None:
+    if conn.execute("SELECT 1 FROM blobs WHERE ref = %s", (ref,)).fetchone():
+        return
+    if size <= PIECE_CHARS:
+        conn.execute(
+            "INSERT INTO blobs(ref, size, data) VALUES (%s, %s, %s) ON CONFLICT (ref) DO NOTHING",
+            (ref, size, b"".join(pieces())),
+        )
+        return
+    copy_rows(conn, "blobs", "ref, size, data", [(ref, size, Pieces(size, pieces))])

@@ -38,8 +38,8 @@ connection is exactly-once too.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 import psycopg
@@ -59,6 +59,7 @@ from ctxline.record.store.base import (
     Clock,
     HealthCheck,
     IdFactory,
+    StorageError,
     new_ulid,
     utc_now,
 )
@@ -81,7 +82,7 @@ from ctxline.record.store.pg_sessions import PgSessions, _read_only, _tables, pg
 from ctxline.record.store.redaction import Redaction
 from ctxline.record.store.retry import append_with_retry
 from ctxline.record.store.rows import Segment
-from ctxline.record.store.sql_store import Dialect, Prepared, SqlEvents, prepare
+from ctxline.record.store.sql_store import Dialect, Prepared, SqlEvents, SqlStream, prepare
 from ctxline.record.store.textsearch import Query
 from ctxline.record.store.writes import CheckedAppends
 
@@ -242,6 +243,29 @@ class PostgresStore(CheckedAppends, PgSessions, SqlEvents):
             for session, timeline in sorted({(b.session, b.timeline) for b in batches}):
                 visible_segments(conn, session, timeline, True, lock=True)
             return [self._append_rows(conn, b, p) for b, p in zip(batches, prepared, strict=True)]
+
+    @contextmanager
+    def _append_stream_raw(self) -> Iterator[SqlStream]:
+        """One transaction for many chunks, on one pooled connection; blobs are saved on it
+        too (a savepoint each), so a rolled-back stream leaves none. Each timeline row is
+        locked when its first chunk comes and stays locked to the end."""
+        self._writable("append")
+        with self._guard("append"):
+            try:
+                with self._tx() as conn:
+                    yield SqlStream(self, conn, PostgresBlobs(self, conn), self._begin_batch)
+            except pg_errors.UniqueViolation:
+                # another writer took one of these ids or seqs at the same moment (the
+                # non-streamed append retries; a whole stream is not replayed here)
+                raise StorageError(
+                    f"{self._where}: another writer stored the same event ids at the same"
+                    " moment; nothing was written, run it again"
+                ) from None
+
+    def _begin_batch(self, conn: Conn, b: Batch) -> bool:
+        created = b.create and self._create_in(conn, b.session, b.meta)
+        visible_segments(conn, b.session, b.timeline, True, lock=True)
+        return created
 
     def _redact_rows(self, redactions: Sequence[Redaction]) -> int:
         """Redactions (:func:`~ctxline.record.store.redaction.redact` is the one caller)."""

@@ -17,14 +17,17 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
-from ctxline.errors import Conflict
-from ctxline.record.events import Pending, StoredEvent
+from ctxline.errors import Conflict, ValidationError
+from ctxline.record.blobs import BlobStore
+from ctxline.record.events import JsonValue, Pending, StoredEvent
 from ctxline.record.store.base import MAIN, Batch, Clock, SearchHit
 from ctxline.record.store.chain import GENESIS, Body, ChainCheck
 from ctxline.record.store.checks import (
     Existing,
+    check_meta,
     check_pairing,
     check_read,
     prepare_batch,
@@ -34,7 +37,7 @@ from ctxline.record.store.rows import Segment
 from ctxline.record.store.sql_events import Timeline
 from ctxline.record.store.textsearch import Query, check_limit, index_words, parse_query, to_hits
 
-__all__ = ["Dialect", "Prepared", "SqlEvents", "prepare"]
+__all__ = ["Dialect", "Prepared", "SqlEvents", "SqlStream", "prepare"]
 
 Prepared = tuple[list[Pending], list[Body], list[list[str]]]
 """A batch checked before its transaction: its events, their bodies and index words."""
@@ -84,8 +87,11 @@ class SqlEvents:
         """Whether a call id was made by a visible earlier event."""
         raise NotImplementedError
 
-    def _append_rows(self, conn: Any, b: Batch, prepared: Prepared) -> list[StoredEvent]:
-        """One batch inside the append's transaction (its session exists already)."""
+    def _append_rows(
+        self, conn: Any, b: Batch, prepared: Prepared, now: datetime | None = None
+    ) -> list[StoredEvent]:
+        """One batch inside the append's transaction (its session exists already); events
+        without a time get ``now`` (None: the clock's reading)."""
         sql = self._sql
         batch, bodies, words = prepared
         session, timeline = b.session, b.timeline
@@ -100,7 +106,7 @@ class SqlEvents:
         check_pairing(batch, self._known_calls(conn, session, segments, batch))
         if not batch:
             return []
-        now = self._clock()
+        now = now or self._clock()
         stored = [
             StoredEvent(head + i + 1, p.id or self._new_id(), p.at or now, p.event)
             for i, p in enumerate(batch)
@@ -174,3 +180,61 @@ class SqlEvents:
                 )
                 rows += [(ev, float(score)) for ev in found if ev.seq == int(seq)]
         return to_hits(rows, parsed, limit)
+
+
+class SqlStream:
+    """The open transaction of a SQL store's ``_append_stream_raw`` (see
+    :class:`~ctxline.record.store.base.AppendStream`) on the connection ``conn``.
+
+    ``begin(conn, batch)`` is the store's part before a batch's rows: the session
+    created when the batch asks (True when it was), and on PostgreSQL the timeline row
+    locked. Every event of a session without a time gets the one reading taken at that
+    session's first chunk, as the events of one batch share one."""
+
+    def __init__(
+        self,
+        store: SqlEvents,
+        conn: Any,
+        blobs: BlobStore,
+        begin: Callable[[Any, Batch], bool],
+    ) -> None:
+        self._store = store
+        self._conn = conn
+        self._blobs = blobs
+        self._begin = begin
+        self._now: dict[str, datetime] = {}
+        self._created: set[str] = set()
+
+    @property
+    def blobs(self) -> BlobStore:
+        return self._blobs
+
+    def append(self, batches: Sequence[Batch]) -> list[list[StoredEvent]]:
+        prepared = [prepare(b) for b in batches]
+        out = []
+        for b, p in zip(batches, prepared, strict=True):
+            if self._begin(self._conn, b):
+                self._created.add(b.session)
+            now = self._now.get(b.session) or self._now.setdefault(b.session, self._store._clock())
+            out.append(self._store._append_rows(self._conn, b, p, now))
+        return out
+
+    def read(
+        self, session: str, timeline: str = MAIN, *, after_seq: int = 0, limit: int | None = None
+    ) -> list[StoredEvent]:
+        check_read(after_seq, limit)
+        store = self._store
+        return store._sql.read(
+            self._conn, session, timeline, after_seq, limit, store._chained, store._redactable
+        )
+
+    def set_meta(self, session: str, meta: dict[str, JsonValue]) -> None:
+        if session not in self._created:
+            raise ValidationError(
+                f"session {session!r} was not created by this append; its meta stays",
+                field="session",
+            )
+        m = self._store._sql.mark
+        self._conn.execute(
+            f"UPDATE sessions SET meta = {m} WHERE id = {m}", (check_meta(meta), session)
+        )

@@ -28,8 +28,8 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Sequence
-from contextlib import ExitStack
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Literal
 
@@ -48,7 +48,7 @@ from ctxline.record.store.base import (
 from ctxline.record.store.failures import sqlite_failure
 from ctxline.record.store.migrations import SQLITE_MIGRATIONS, apply_sqlite_migrations, index_events
 from ctxline.record.store.redaction import Redaction
-from ctxline.record.store.sql_store import Dialect, Prepared, SqlEvents, prepare
+from ctxline.record.store.sql_store import Dialect, Prepared, SqlEvents, SqlStream, prepare
 from ctxline.record.store.sqlite_blobs import SQLiteBlobs
 from ctxline.record.store.sqlite_events import (
     Segment,
@@ -230,6 +230,19 @@ class SQLiteStore(CheckedAppends, SQLiteSessions, SqlEvents):
         if b.create:
             self._create_in(conn, b.session, b.meta)
         return self._append_rows(conn, b, prepared)
+
+    @contextmanager
+    def _append_stream_raw(self) -> Iterator[SqlStream]:
+        """One ``BEGIN IMMEDIATE`` transaction for many chunks (blobs saved in it too)."""
+        with self._write("append") as conn:
+            self._streaming = True
+            try:
+                yield SqlStream(self, conn, self._blobs, self._begin_batch)
+            finally:
+                self._streaming = False
+
+    def _begin_batch(self, conn: sqlite3.Connection, b: Batch) -> bool:
+        return b.create and self._create_in(conn, b.session, b.meta)
 
     def _known_calls(
         self, conn: object, session: str, segments: list[Segment], batch: Sequence[Pending]

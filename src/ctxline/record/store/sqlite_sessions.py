@@ -3,8 +3,9 @@
 Why a module of its own: :class:`~ctxline.record.store.sqlite.SQLiteStore` is this
 class plus events, search and health; together they would not fit one module. Every
 engine error leaves here typed (:func:`~ctxline.record.store.failures.sqlite_failure`):
-``_write`` is one ``BEGIN IMMEDIATE`` transaction (rolled back on any error), and
-``_reading`` one read transaction, so every read sees one snapshot.
+``_write`` is one ``BEGIN IMMEDIATE`` transaction (rolled back on any error; inside a
+streamed append, which holds the lock, it joins that one), and ``_reading`` one read
+transaction, so every read sees one snapshot.
 
     with store._write("append") as conn: ...
 """
@@ -44,6 +45,8 @@ class SQLiteSessions:
     """A read-only connection with ``immutable=1`` (it opens no WAL file; see
     :func:`~ctxline.record.store.sqlite_files.read_only_params`)."""
     _state: tuple[int | bool, ...]
+    _streaming: bool = False
+    """A streamed append holds the write transaction: a write on this thread joins it."""
 
     def _reopen(self) -> None:
         raise NotImplementedError
@@ -56,6 +59,12 @@ class SQLiteSessions:
             )
         with self._lock:
             conn = self._conn
+            if self._streaming:  # inside a streamed append (this thread): join its transaction
+                try:
+                    yield conn
+                except sqlite3.Error as exc:
+                    raise sqlite_failure(exc, self.path, doing) from None
+                return
             try:
                 conn.execute("BEGIN IMMEDIATE")
                 try:

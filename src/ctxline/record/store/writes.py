@@ -11,31 +11,39 @@ is called only from here and from :class:`~ctxline.record.timeline.TimelineWrite
 - **blobs first**: a tool result longer than :data:`BLOB_MIN_CHARS` is saved whole in
   the blob store before its event is appended (content-addressed: saving again is free).
 
+A long import streams instead (:func:`stream_batches`): the same rules, chunk by chunk,
+inside one transaction that commits at the end or leaves nothing.
+
     store.append("s", [Guide(...)])                      # ValidationError: ctxline's own
     write_batches(store, batches, authority="ctxline")   # a trusted restore
+    with stream_batches(store) as tx:                    # chunks, one transaction
+        tx.append([Batch("s", chunk, expected_seq=head, create=True)])
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Literal, cast
 
 from ctxline.errors import ValidationError
 from ctxline.record.blobs import BlobStore
-from ctxline.record.events import OWN_KINDS, Event, Pending, StoredEvent, ToolResult
+from ctxline.record.events import OWN_KINDS, Event, JsonValue, Pending, StoredEvent, ToolResult
 from ctxline.record.store.base import MAIN, Batch
 
 if TYPE_CHECKING:
-    from ctxline.record.store.base import Store
+    from ctxline.record.store.base import AppendStream, Store
 
 __all__ = [
     "BLOB_MIN_CHARS",
     "Authority",
     "CheckedAppends",
+    "CheckedStream",
     "SavedTexts",
     "check_authority",
     "save_blobs",
+    "stream_batches",
     "write_batches",
 ]
 
@@ -46,9 +54,12 @@ index gives their handle too)."""
 Authority = Literal["app", "ctxline"]
 
 
-def check_authority(events: Iterable[Event | Pending], *, where: str = "append") -> None:
-    """Refuse ctxline's own kinds from outside, naming the kind and the event's position."""
-    for index, item in enumerate(events, start=1):
+def check_authority(
+    events: Iterable[Event | Pending], *, where: str = "append", start: int = 1
+) -> None:
+    """Refuse ctxline's own kinds from outside, naming the kind and the event's position
+    (``start``: the position of the first of ``events``)."""
+    for index, item in enumerate(events, start=start):
         event = item.event if isinstance(item, Pending) else item
         if event.kind in OWN_KINDS:
             raise ValidationError(
@@ -125,6 +136,62 @@ def write_batches(
     for batch in batches:
         save_blobs(store.blobs, batch.events)
     return store._append_batches_raw(batches)
+
+
+class CheckedStream:
+    """A streamed append under the rules above (see :func:`stream_batches`)."""
+
+    def __init__(self, raw: AppendStream, authority: Authority, where: str) -> None:
+        self._raw = raw
+        self._authority = authority
+        self._where = where
+        self.failed = False
+        """A chunk raised: the transaction is rolled back however the block ends."""
+
+    def append(self, batches: Sequence[Batch]) -> list[list[StoredEvent]]:
+        """One chunk: checked, its long results saved as blobs, then appended (not yet
+        committed)."""
+        if self.failed:
+            raise ValidationError(
+                "an earlier chunk of this append failed; nothing is written", source=self._where
+            )
+        try:
+            if self._authority != "ctxline":
+                for batch in batches:
+                    check_authority(batch.events, where=self._where)
+            for batch in batches:
+                save_blobs(self._raw.blobs, batch.events)
+            return self._raw.append(batches)
+        except BaseException:
+            self.failed = True
+            raise
+
+    def read(
+        self, session: str, timeline: str = MAIN, *, after_seq: int = 0, limit: int | None = None
+    ) -> list[StoredEvent]:
+        return self._raw.read(session, timeline, after_seq=after_seq, limit=limit)
+
+    def set_meta(self, session: str, meta: dict[str, JsonValue]) -> None:
+        self._raw.set_meta(session, meta)
+
+
+@contextmanager
+def stream_batches(
+    store: Store, *, authority: Authority = "app", where: str = "append"
+) -> Iterator[CheckedStream]:
+    """One transaction for appends made chunk by chunk: all of them when the block ends,
+    none when it raises (a bad line deep in a long import leaves nothing behind).
+
+    The transaction holds the store's write lock for the whole block on SQLite (other
+    writers wait, up to their busy timeout), and each timeline row it appends to on
+    PostgreSQL; keep the block to reading and appending."""
+    with store._append_stream_raw() as raw:
+        stream = CheckedStream(raw, authority, where)
+        yield stream
+        if stream.failed:  # the error was caught in the block: still nothing half-written
+            raise ValidationError(
+                "a chunk of this append failed; nothing was written", source=where
+            )
 
 
 class CheckedAppends:
