@@ -416,3 +416,23 @@ def writer_main(argv: list[str]) -> None:
 if __name__ == "__main__":
     if sys.argv[1:2] == ["writer"]:
         writer_main(sys.argv[2:])
+
+
+def test_a_large_body_is_read_back_in_slices_whole_and_checked(
+    pg: PostgresStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A body over LARGE_BODY is fetched SLICE_CHARS characters at a time (smaller
+    slices since issue 25: libpq keeps its buffer at the largest row it read); slices of
+    characters, not bytes, so a multi-byte text joins exactly, and the hash link holds."""
+    from ctxline.record.store import pg_events
+
+    monkeypatch.setattr(pg_events, "LARGE_BODY", 1_000)
+    monkeypatch.setattr(pg_events, "SLICE_CHARS", 777)
+    content = "naïve café ✅ line\n" * 600  # ~12K characters, ~14K bytes: 16+ slices
+    pg.create_session("big")
+    call = AssistantMessage("", (ToolCall("c1", "build", {}),))
+    pg.append("big", [call, ToolResult("c1", content, name="build")])
+    (_, result) = pg.read("big")
+    assert isinstance(result.event, ToolResult)
+    assert result.event.content == content
+    assert pg.verify_chain("big").ok

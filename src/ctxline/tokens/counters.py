@@ -51,7 +51,7 @@ from ctxline.record.events import (
     UnknownEvent,
     UserMessage,
 )
-from ctxline.tokens.tiktoken_files import encoding
+from ctxline.tokens.tiktoken_files import check_encoding, encoding
 
 if TYPE_CHECKING:
     import tiktoken
@@ -166,26 +166,41 @@ def _encoded_len(enc: tiktoken.Encoding, text: str) -> int:
 
 
 class TiktokenCounter:
-    """Exact counts with a tiktoken encoding; special-token text counts as ordinary text."""
+    """Exact counts with a tiktoken encoding; special-token text counts as ordinary text.
 
-    def __init__(self, enc: tiktoken.Encoding) -> None:
-        self.encoding = enc
-        self.name: str = enc.name
+    ``enc``: the encoding, or the name of one of :data:`~ctxline.tokens.tiktoken_files.SPECS`
+    (checked now, built at the first count: :func:`get_counter` does this)."""
+
+    def __init__(self, enc: tiktoken.Encoding | str) -> None:
+        if isinstance(enc, str):
+            check_encoding(enc)  # TokenizerUnavailable here, not at the first count
+            self._encoding: tiktoken.Encoding | None = None
+            self.name: str = enc
+        else:
+            self._encoding = enc
+            self.name = enc.name
 
     def __repr__(self) -> str:
         return f"TiktokenCounter({self.name!r})"
+
+    @property
+    def encoding(self) -> tiktoken.Encoding:
+        if self._encoding is None:
+            self._encoding = encoding(self.name)
+        return self._encoding
 
     def count(self, text: str) -> int:
         return _encoded_len(self.encoding, text)
 
     def count_many(self, texts: Sequence[str]) -> list[int]:
+        enc = self.encoding
         workers = min(4, os.cpu_count() or 1, len(texts))
         if workers < 2 or sum(map(len, texts)) < _PARALLEL_CHARS:
-            return [_encoded_len(self.encoding, t) for t in texts]
+            return [_encoded_len(enc, t) for t in texts]
 
         # tiktoken releases the GIL while encoding; one interleaved share per thread.
         def share(start: int) -> list[int]:
-            return [_encoded_len(self.encoding, t) for t in texts[start::workers]]
+            return [_encoded_len(enc, t) for t in texts[start::workers]]
 
         counts = [0] * len(texts)
         with ThreadPoolExecutor(workers, thread_name_prefix="ctxline-tokens") as pool:
@@ -237,7 +252,7 @@ def get_counter(name: str) -> TokenCounter:
         )
     if canonical == "bytes/4":
         return BytesEstimator()
-    return TiktokenCounter(encoding(canonical))
+    return TiktokenCounter(canonical)
 
 
 # --- event text ---------------------------------------------------------------------

@@ -25,6 +25,7 @@ import os
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -38,6 +39,7 @@ __all__ = [
     "SPECS",
     "EncodingSpec",
     "bundled_dir",
+    "check_encoding",
     "encoding",
     "load_encoding",
     "search_dirs",
@@ -156,16 +158,8 @@ def _unavailable(
     return TokenizerUnavailable(message)
 
 
-def load_encoding(name: str, dirs: Sequence[Path] | None = None) -> tiktoken.Encoding:
-    """Build the encoding from the first verified file in ``dirs`` (default :func:`search_dirs`).
-
-    Not cached; files are only read. Raises :class:`TokenizerUnavailable` naming the
-    file, its hash and every rejected candidate when no verified file is found.
-    """
-    import tiktoken
-
-    spec = SPECS[name]
-    dirs = search_dirs() if dirs is None else list(dirs)
+def _find(spec: EncodingSpec, dirs: Sequence[Path]) -> tuple[Path, bytes]:
+    """The first verified rank file in ``dirs`` and its (decompressed) bytes."""
     rejected: list[str] = []
     for folder in dirs:
         for file_name in spec.file_names:
@@ -185,17 +179,62 @@ def load_encoding(name: str, dirs: Sequence[Path] | None = None) -> tiktoken.Enc
                 what = "decompressed to" if path.suffix == ".xz" else "has"
                 rejected.append(f"{path} {what} sha256 {actual}, expected {spec.sha256}")
                 continue
-            return tiktoken.Encoding(
-                name=spec.name,
-                pat_str=spec.pat_str,
-                mergeable_ranks=_parse_ranks(data, path),
-                special_tokens=dict(spec.special_tokens),
-            )
+            return path, data
     raise _unavailable(spec, dirs, rejected)
 
 
+@cache
+def _offline_class() -> type[tiktoken.Encoding]:
+    import tiktoken
+
+    class OfflineEncoding(tiktoken.Encoding):
+        """An Encoding without its ``dict`` of 200,000 ranks: tiktoken keeps that dict only
+        to pickle itself, and it was 27 MB of the 75 MB o200k costs a process (issue 25:
+        a 50 MB tool output had to fit in 3x). Pickled, it is reloaded by name."""
+
+        def __reduce__(self) -> tuple[object, tuple[str]]:
+            return encoding, (self.name,)
+
+    return OfflineEncoding
+
+
+def _build(spec: EncodingSpec, dirs: Sequence[Path]) -> tiktoken.Encoding:
+    path, data = _find(spec, dirs)
+    ranks = _parse_ranks(data, path)
+    del data  # 3.6 MB less while the Rust side copies the ranks
+    enc = _offline_class()(
+        name=spec.name,
+        pat_str=spec.pat_str,
+        mergeable_ranks=ranks,
+        special_tokens=dict(spec.special_tokens),
+    )
+    enc._mergeable_ranks = {}  # the Rust side holds its own copy
+    return enc
+
+
+def load_encoding(name: str, dirs: Sequence[Path] | None = None) -> tiktoken.Encoding:
+    """Build the encoding from the first verified file in ``dirs`` (default :func:`search_dirs`).
+
+    Not cached; files are only read. Raises :class:`TokenizerUnavailable` naming the
+    file, its hash and every rejected candidate when no verified file is found.
+    """
+    return _build(SPECS[name], search_dirs() if dirs is None else list(dirs))
+
+
 _CACHE: dict[str, tiktoken.Encoding] = {}
+_CHECKED: set[str] = set()
 _LOCK = threading.Lock()
+
+
+def check_encoding(name: str) -> None:
+    """Raise :class:`TokenizerUnavailable` now if ``name`` cannot be loaded, without
+    building it (:func:`encoding` builds it when first asked). Why: o200k's tables are
+    48 MB, and 28 MB more while they are built; a process that reads a 50 MB output back
+    before it counts anything should not hold them while it reads (issue 25)."""
+    if name in _CACHE or name in _CHECKED:
+        return
+    _find(SPECS[name], search_dirs())  # the file is read again when it is built
+    _CHECKED.add(name)
 
 
 def encoding(name: str) -> tiktoken.Encoding:
@@ -205,5 +244,5 @@ def encoding(name: str) -> tiktoken.Encoding:
         with _LOCK:
             found = _CACHE.get(name)
             if found is None:
-                found = _CACHE[name] = load_encoding(name)
+                found = _CACHE[name] = _build(SPECS[name], search_dirs())
     return found

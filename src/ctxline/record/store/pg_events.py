@@ -137,7 +137,9 @@ def read_events(
 LARGE_BODY = 8 * 1024 * 1024
 """Bodies over this many bytes are fetched in slices (:func:`large_body`)."""
 SMALL_BODY = "CASE WHEN octet_length(e.body) > %s THEN NULL ELSE e.body END"
-SLICE_CHARS = 32 * 1024 * 1024
+SLICE_CHARS = 8 * 1024 * 1024
+"""Characters per slice: libpq keeps its read buffer at the size of the largest row it
+has read, so a 32M-character slice left 64 MB held after a read (issue 25)."""
 
 
 def fetch_all(conn: Conn, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
