@@ -18,8 +18,9 @@ the payload itself) belongs to that step alone:
   (into a database of its own);
 * ``pg.append`` / ``pg.read`` with ``--pg DSN``: the same through PostgreSQL (client RSS);
 * ``runner``: an :class:`~ctxline.runner.Agent` with a :class:`ScriptedModel` whose one tool
-  returns the payload (the call, the result appended and saved, the next request prepared
-  with the preview, the final reply), into a database of its own;
+  returns the payload, made when the tool runs as a real tool's output is (the call, the
+  result appended and saved, the next request prepared with the preview, the final
+  reply), into a database of its own;
 * ``langgraph`` (when LangGraph is installed): the same turn in LangGraph, a scripted model
   node and a ``ToolNode`` with the ``InMemorySaver`` checkpointer, for the side-by-side time
   (``runner_vs_langgraph`` in the JSON is the ratio of the two).
@@ -53,6 +54,12 @@ def payload(size_mb: int) -> str:
     """About ``size_mb`` MB of ASCII log text, made in one allocation (no list of lines)."""
     block = "".join(LINE.format(i) for i in range(1024))
     return block * max(1, size_mb * MB // len(block))
+
+
+def payload_chars(size_mb: int) -> int:
+    """``len(payload(size_mb))``, without making it."""
+    block = len("".join(LINE.format(i) for i in range(1024)))
+    return block * max(1, size_mb * MB // block)
 
 
 def vm_hwm_mb() -> float:
@@ -135,11 +142,9 @@ def _runner(url: str, size_mb: int) -> dict[str, float]:
     from ctxline.record.store import open_store
     from ctxline.runner import Agent
 
-    content = payload(size_mb)
-
     def build() -> str:
         """Build every target and print the log."""
-        return content
+        return payload(size_mb)  # made when the tool runs, as a real tool's output is
 
     script: list[dict[str, object]] = [
         {"tool_calls": [{"id": "c1", "name": "build", "arguments": {}}]},
@@ -153,7 +158,7 @@ def _runner(url: str, size_mb: int) -> dict[str, float]:
     assert result.final == "built", result
     stored = [e.event for e in agent.ctx.events if isinstance(e.event, ToolResult)]
     assert len(stored) == 1
-    assert len(stored[0].content) == len(content)
+    assert len(stored[0].content) == payload_chars(size_mb)
     store.close()
     return _finish(baseline, started)
 
@@ -165,12 +170,10 @@ def _langgraph(size_mb: int) -> dict[str, float]:
     from langgraph.graph import START, MessagesState, StateGraph
     from langgraph.prebuilt import ToolNode, tools_condition
 
-    content = payload(size_mb)
-
     @tool
     def build() -> str:
         """Build every target and print the log."""
-        return content
+        return payload(size_mb)
 
     def model(state: MessagesState) -> dict[str, list[AnyMessage]]:
         if state["messages"][-1].type == "tool":
@@ -191,7 +194,7 @@ def _langgraph(size_mb: int) -> dict[str, float]:
         {"messages": [HumanMessage("build it")]}, {"configurable": {"thread_id": "big"}}
     )
     assert out["messages"][-1].content == "built"
-    assert len(out["messages"][-2].content) == len(content)
+    assert len(out["messages"][-2].content) == payload_chars(size_mb)
     return _finish(baseline, started)
 
 

@@ -19,8 +19,10 @@ from hypothesis import strategies as st
 from ctxline.models.base import ModelReply, Provider
 from ctxline.models.scripted import ScriptedModel
 from ctxline.record.blobs import text_ref
+from ctxline.record.codec import canonical_json
 from ctxline.record.events import ToolResult
 from ctxline.record.store import SQLiteStore
+from ctxline.record.store.chain import PIECE_CHARS, SLICE_CHARS, canonical_pieces
 from ctxline.runner import Agent
 from ctxline.runner.sanitize import clean_text
 from ctxline.text import clean_text as record_clean_text
@@ -150,3 +152,23 @@ def test_clean_text_in_slices_is_clean_text_whole(text: str, piece: int) -> None
         assert record_clean_text(text) == expected
     finally:
         module._PIECE = old
+
+
+def test_a_long_string_is_encoded_in_quarter_mib_slices_to_the_same_bytes() -> None:
+    """Each slice is copied four times on its way to bytes, so the slices are a quarter
+    MiB of characters (a MiB was 4 MB of a 50 MB append's peak, issue 25); joined, the
+    pieces are the canonical JSON, escapes and multi-byte characters included."""
+    content = "naïve \"quoted\" ✅ \\ tab\t line\n" * 60_000  # 1.8M characters
+    obj = {"kind": "tool.result", "content": content, "call_id": "c1"}
+    pieces = list(canonical_pieces(obj))
+    assert b"".join(pieces) == canonical_json(obj)
+    longest = max(len(p.decode()) for p in pieces)  # characters of escaped JSON
+    assert len(content) > PIECE_CHARS
+    assert longest <= 2 * SLICE_CHARS < PIECE_CHARS  # an escape is at most 2 characters here
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(st.sampled_from('a✅é\n"\\\t\x00\u2028'), max_size=60), st.integers(1, 9))
+def test_canonical_pieces_join_to_canonical_json_for_any_slice(text: str, piece: int) -> None:
+    obj = {"b": [text, {"c": text}], "a": text}
+    assert b"".join(canonical_pieces(obj, piece)) == canonical_json(obj)

@@ -112,7 +112,7 @@ def no_files(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("TIKTOKEN_CACHE_DIR", raising=False)
     monkeypatch.setattr(tf, "bundled_dir", lambda: Path("/nonexistent/tiktoken_data"))
     monkeypatch.setattr(tf, "_CACHE", {})
-    monkeypatch.setattr(tf, "_CHECKED", set())
+    monkeypatch.setattr(tf, "_FOUND", {})
 
 
 def _strings(value: object, out: list[str]) -> None:
@@ -170,9 +170,9 @@ def test_a_counter_checks_its_file_at_once_and_builds_the_encoding_at_its_first_
     """o200k's tables (48 MB, 28 MB more while built) are not held by a process that has
     not counted yet, such as one reading a 50 MB output back (issue 25)."""
     monkeypatch.setattr(tf, "_CACHE", {})
-    monkeypatch.setattr(tf, "_CHECKED", set())
+    monkeypatch.setattr(tf, "_FOUND", {})
     counter = get_counter("cl100k")
-    assert "cl100k_base" in tf._CHECKED
+    assert "cl100k_base" in tf._FOUND
     assert not tf._CACHE
     assert counter.count("hello world") == 2
     assert list(tf._CACHE) == ["cl100k_base"]
@@ -525,4 +525,4 @@ def test_a_huge_text_is_counted_from_its_samples_only(monkeypatch: pytest.Monkey
     monkeypatch.setattr(enc, "encode_ordinary", spy)
     text = "x = 1\n" * 5_000_000  # 30M characters
     assert counter.count(text) > 0
-    assert sum(seen) == counters._SAMPLES * counters._PIECE  # 6.4M characters, not 30M
+    assert sum(seen) == counters._SAMPLES * counters._WINDOW  # 1.6M characters, not 30M
