@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -172,3 +173,48 @@ def test_a_long_string_is_encoded_in_quarter_mib_slices_to_the_same_bytes() -> N
 def test_canonical_pieces_join_to_canonical_json_for_any_slice(text: str, piece: int) -> None:
     obj = {"b": [text, {"c": text}], "a": text}
     assert b"".join(canonical_pieces(obj, piece)) == canonical_json(obj)
+
+
+def test_the_handle_and_preview_made_ahead_are_the_ones_the_next_step_shows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The work done ahead for a new result (its handle: a hash of all of it; its preview:
+    its lines counted) is kept for the step that shows it, not done twice (issue 25)."""
+    from ctxline.view import cache
+
+    calls: dict[str, int] = {"text_ref": 0, "preview": 0}
+    real_ref, real_preview = cache.text_ref, cache.preview
+
+    def counting_ref(text: str) -> str:
+        calls["text_ref"] += text is PAYLOAD
+        return real_ref(text)
+
+    def counting_preview(content: str, handle: str, **kw: Any) -> str:
+        calls["preview"] += content == PAYLOAD
+        return real_preview(content, handle, **kw)
+
+    monkeypatch.setattr(cache, "text_ref", counting_ref)
+    monkeypatch.setattr(cache, "preview", counting_preview)
+    _, model, _ = _run(tmp_path, PAYLOAD)
+    assert calls == {"text_ref": 1, "preview": 1}
+    shown = _tool_message(model.bodies[1])
+    found = re.search(r"~([\d,]+) tokens", shown)
+    assert found is not None
+    tokens = int(found.group(1).replace(",", ""))
+    assert shown == real_preview(PAYLOAD, text_ref(PAYLOAD), tokens=tokens)
+
+
+def test_a_huge_text_is_not_hashed_for_a_count_lookup() -> None:
+    """A text over ``_HUGE`` is estimated from samples, which costs less than the sha1 of
+    all of it that a stored count is looked up by: it is counted, and not stored."""
+    from ctxline.record.store import MemoryStore
+    from ctxline.tokens import counters
+
+    counter = counters.get_counter("o200k")
+    store = MemoryStore()
+    huge = "x = 1\n" * (counters._HUGE // 6 + 1)
+    long = "y = 2\n" * 1_000
+    learned: dict[str, int] = {}
+    got = counters.TextCounts(counter, store, learned).counts([huge, long])
+    assert got == [counter.count(huge), counter.count(long)]
+    assert list(learned) == ["text:" + counters._sha1(long)]  # only the long one is kept

@@ -374,7 +374,8 @@ class TextCounts:
     """Counts of rendered texts, persisted by content hash so a cold start does not recount.
 
     Only texts of at least :attr:`min_chars` characters go to the store (under the key
-    ``text:<sha1>`` and the counter's name): for them counting costs more than a lookup.
+    ``text:<sha1>`` and the counter's name): for them counting costs more than a lookup;
+    not those over ``_HUGE`` (estimated from samples, cheaper than hashing them whole).
     Shorter texts are just counted. New counts of long texts go to ``learned`` when it is
     given (the caller stores them later: a step never writes), else to ``store``.
     """
@@ -397,8 +398,8 @@ class TextCounts:
         need: dict[str, list[int]] = {}
         short: list[int] = []
         for i, text in enumerate(texts):
-            if self.store is None or len(text) < self.min_chars:
-                short.append(i)
+            if self.store is None or len(text) < self.min_chars or len(text) > _HUGE:
+                short.append(i)  # a huge text: its sampled estimate is cheaper than its sha1
             else:
                 key = "text:" + _sha1(text)
                 need.setdefault(key, []).append(i)
