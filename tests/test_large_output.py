@@ -21,7 +21,7 @@ from ctxline.models.base import ModelReply, Provider
 from ctxline.models.scripted import ScriptedModel
 from ctxline.record.blobs import text_ref
 from ctxline.record.codec import canonical_json
-from ctxline.record.events import ToolResult
+from ctxline.record.events import JsonValue, ToolResult
 from ctxline.record.store import SQLiteStore
 from ctxline.record.store.chain import PIECE_CHARS, SLICE_CHARS, canonical_pieces
 from ctxline.runner import Agent
@@ -160,7 +160,7 @@ def test_a_long_string_is_encoded_in_quarter_mib_slices_to_the_same_bytes() -> N
     MiB of characters (a MiB was 4 MB of a 50 MB append's peak, issue 25); joined, the
     pieces are the canonical JSON, escapes and multi-byte characters included."""
     content = "naïve \"quoted\" ✅ \\ tab\t line\n" * 60_000  # 1.8M characters
-    obj = {"kind": "tool.result", "content": content, "call_id": "c1"}
+    obj: JsonValue = {"kind": "tool.result", "content": content, "call_id": "c1"}
     pieces = list(canonical_pieces(obj))
     assert b"".join(pieces) == canonical_json(obj)
     longest = max(len(p.decode()) for p in pieces)  # characters of escaped JSON
@@ -171,7 +171,7 @@ def test_a_long_string_is_encoded_in_quarter_mib_slices_to_the_same_bytes() -> N
 @settings(max_examples=200, deadline=None)
 @given(st.text(st.sampled_from('a✅é\n"\\\t\x00\u2028'), max_size=60), st.integers(1, 9))
 def test_canonical_pieces_join_to_canonical_json_for_any_slice(text: str, piece: int) -> None:
-    obj = {"b": [text, {"c": text}], "a": text}
+    obj: JsonValue = {"b": [text, {"c": text}], "a": text}
     assert b"".join(canonical_pieces(obj, piece)) == canonical_json(obj)
 
 
@@ -180,10 +180,10 @@ def test_the_handle_and_preview_made_ahead_are_the_ones_the_next_step_shows(
 ) -> None:
     """The work done ahead for a new result (its handle: a hash of all of it; its preview:
     its lines counted) is kept for the step that shows it, not done twice (issue 25)."""
-    from ctxline.view import cache
+    from ctxline.view import cache, edits
 
     calls: dict[str, int] = {"text_ref": 0, "preview": 0}
-    real_ref, real_preview = cache.text_ref, cache.preview
+    real_ref, real_preview = text_ref, edits.preview
 
     def counting_ref(text: str) -> str:
         calls["text_ref"] += text is PAYLOAD
@@ -193,7 +193,7 @@ def test_the_handle_and_preview_made_ahead_are_the_ones_the_next_step_shows(
         calls["preview"] += content == PAYLOAD
         return real_preview(content, handle, **kw)
 
-    monkeypatch.setattr(cache, "text_ref", counting_ref)
+    monkeypatch.setattr(cache, "text_ref", counting_ref)  # the names cache.py calls
     monkeypatch.setattr(cache, "preview", counting_preview)
     _, model, _ = _run(tmp_path, PAYLOAD)
     assert calls == {"text_ref": 1, "preview": 1}

@@ -431,7 +431,7 @@ class ViewCache:
             return stored
         self.previews.add(seq)
         handle = self._handle(seq, event.content)
-        content = self.made.pop((seq, handle, tokens, self.reader), None) or preview(
+        content = self.made.pop((seq, handle, tokens, self.reader), "") or preview(
             event.content, handle, tokens=tokens, reader=self.reader
         )
         return replace(stored, event=replace(event, content=content))
@@ -439,8 +439,8 @@ class ViewCache:
     def _handle(self, seq: int, content: str) -> str:
         handle = self.handles.get(seq)
         if handle is None:
-            made = self.made.pop((seq,), None)
-            handle = self.handles[seq] = made if made is not None else text_ref(content)
+            made = self.made.pop((seq,), "")
+            handle = self.handles[seq] = made or text_ref(content)
             self.new_blobs[handle] = content
         return handle
 
