@@ -47,6 +47,10 @@ from pathlib import Path
 HERE = Path(__file__).resolve()
 SRC = str(HERE.parents[1] / "src")
 MB = 1024 * 1024
+SESSION = os.environ.get("BENCH_LARGE_SESSION", "big")
+"""The session the store steps write and read: each PostgreSQL measurement gets a new one
+(the server's database outlives the run, and a read of a session holding earlier runs'
+outputs too measured all of them)."""
 LINE = "2026-11-02T23:59:00Z build step {:07d}: compiling module and linking objects ok\n"
 
 
@@ -94,14 +98,14 @@ def child(step: str, url: str, size_mb: int) -> dict[str, float]:
     if step in ("store.append", "pg.append"):
         content = payload(size_mb)
         store = open_store(url)
-        store.create_session("big", exist_ok=True)
+        store.create_session(SESSION, exist_ok=True)
         put_text(store.blobs, content)
         call = AssistantMessage("", (ToolCall("c1", "build", {"target": "all"}),))
-        store.append("big", [call, ToolResult("c1", content, name="build")])
+        store.append(SESSION, [call, ToolResult("c1", content, name="build")])
         store.close()
     elif step in ("store.read", "pg.read"):
         store = open_store(url, read_only=True)
-        events = store.read("big")
+        events = store.read(SESSION)
         assert len(events) >= 2
         store.close()
     elif step == "context.prepare":
@@ -207,12 +211,12 @@ def has_langgraph() -> bool:
 # --- the parent side -------------------------------------------------------------------------
 
 
-def run_child(step: str, url: str, size_mb: int) -> dict[str, float]:
+def run_child(step: str, url: str, size_mb: int, session: str = "big") -> dict[str, float]:
     out = subprocess.run(
         [sys.executable, str(HERE), "--child", step, "--url", url, "--sizes", str(size_mb)],
         capture_output=True,
         text=True,
-        env={**os.environ, "PYTHONPATH": SRC},
+        env={**os.environ, "PYTHONPATH": SRC, "BENCH_LARGE_SESSION": session},
         check=False,
     )
     if out.returncode != 0:
@@ -299,30 +303,30 @@ def measure(
         other = folder / f"cli-{size_mb}.db"
         run_child("create", str(other), size_mb)
         add("cli.append", run_cli_append(str(other), size_mb, folder))
-    if not wanted("runner"):
-        return rows
-    runner_db = folder / f"runner-{size_mb}.db"
-    add("runner", run_child("runner", str(runner_db), size_mb))
-    rows.append(
-        {
-            "step": "runner.database",
-            "payload_mb": round(real, 1),
-            "file_mb": round(runner_db.stat().st_size / MB, 1),
-        }
-    )
-    if has_langgraph():
-        add("langgraph", run_child("langgraph", "", size_mb))
-        seconds = {str(r["step"]): float(str(r["seconds"])) for r in rows if "seconds" in r}
+    if wanted("runner"):
+        runner_db = folder / f"runner-{size_mb}.db"
+        add("runner", run_child("runner", str(runner_db), size_mb))
         rows.append(
             {
-                "step": "runner_vs_langgraph",
+                "step": "runner.database",
                 "payload_mb": round(real, 1),
-                "ratio": round(seconds["runner"] / max(seconds["langgraph"], 0.01), 2),
+                "file_mb": round(runner_db.stat().st_size / MB, 1),
             }
         )
+        if has_langgraph():
+            add("langgraph", run_child("langgraph", "", size_mb))
+            seconds = {str(r["step"]): float(str(r["seconds"])) for r in rows if "seconds" in r}
+            rows.append(
+                {
+                    "step": "runner_vs_langgraph",
+                    "payload_mb": round(real, 1),
+                    "ratio": round(seconds["runner"] / max(seconds["langgraph"], 0.01), 2),
+                }
+            )
     if pg and wanted("pg"):
-        add("pg.append", run_child("pg.append", pg, size_mb))
-        add("pg.read", run_child("pg.read", pg, size_mb))
+        session = f"big-{size_mb}-{time.time_ns()}"
+        add("pg.append", run_child("pg.append", pg, size_mb, session))
+        add("pg.read", run_child("pg.read", pg, size_mb, session))
     return rows
 
 
