@@ -176,7 +176,7 @@ def test_a_counter_checks_its_file_at_once_and_builds_the_encoding_at_its_first_
     assert not tf._CACHE
     assert counter.count("hello world") == 2
     assert list(tf._CACHE) == ["cl100k_base"]
-    assert counter.encoding is tf._CACHE["cl100k_base"]
+    assert counter.encoding is tf._CACHE["cl100k_base"]  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize("name", EXACT)
