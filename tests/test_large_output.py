@@ -159,7 +159,7 @@ def test_a_long_string_is_encoded_in_quarter_mib_slices_to_the_same_bytes() -> N
     """Each slice is copied four times on its way to bytes, so the slices are a quarter
     MiB of characters (a MiB was 4 MB of a 50 MB append's peak, issue 25); joined, the
     pieces are the canonical JSON, escapes and multi-byte characters included."""
-    content = "naïve \"quoted\" ✅ \\ tab\t line\n" * 60_000  # 1.8M characters
+    content = 'naïve "quoted" ✅ \\ tab\t line\n' * 60_000  # 1.8M characters
     obj: JsonValue = {"kind": "tool.result", "content": content, "call_id": "c1"}
     pieces = list(canonical_pieces(obj))
     assert b"".join(pieces) == canonical_json(obj)
@@ -218,3 +218,29 @@ def test_a_huge_text_is_not_hashed_for_a_count_lookup() -> None:
     got = counters.TextCounts(counter, store, learned).counts([huge, long])
     assert got == [counter.count(huge), counter.count(long)]
     assert list(learned) == ["text:" + counters._sha1(long)]  # only the long one is kept
+
+
+def test_importing_ctxline_loads_neither_jsonschema_nor_an_encoding() -> None:
+    """A process that only reads the record back holds neither jsonschema (4 MB, imported
+    where a slot schema is checked) nor o200k's tables (48 MB, built at the first count)."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "import ctxline\n"
+        "from ctxline.tokens import tiktoken_files as tf\n"
+        "from ctxline.tokens.counters import get_counter\n"
+        "counter = get_counter('o200k')\n"
+        "print('jsonschema' in sys.modules, sorted(tf._CACHE))\n"
+    )
+    src = str(Path(__file__).resolve().parents[1] / "src")
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": src},
+    )
+    assert out.stdout.split("\n")[0] == "False []"
