@@ -18,8 +18,9 @@ the payload itself) belongs to that step alone:
   (into a database of its own);
 * ``pg.append`` / ``pg.read`` with ``--pg DSN``: the same through PostgreSQL (client RSS);
 * ``runner``: an :class:`~ctxline.runner.Agent` with a :class:`ScriptedModel` whose one tool
-  returns the payload (the call, the result appended and saved, the next request prepared
-  with the preview, the final reply), into a database of its own;
+  returns the payload, made when the tool runs as a real tool's output is (the call, the
+  result appended and saved, the next request prepared with the preview, the final
+  reply), into a database of its own;
 * ``langgraph`` (when LangGraph is installed): the same turn in LangGraph, a scripted model
   node and a ``ToolNode`` with the ``InMemorySaver`` checkpointer, for the side-by-side time
   (``runner_vs_langgraph`` in the JSON is the ratio of the two).
@@ -46,6 +47,10 @@ from pathlib import Path
 HERE = Path(__file__).resolve()
 SRC = str(HERE.parents[1] / "src")
 MB = 1024 * 1024
+SESSION = os.environ.get("BENCH_LARGE_SESSION", "big")
+"""The session the store steps write and read: each PostgreSQL measurement gets a new one
+(the server's database outlives the run, and a read of a session holding earlier runs'
+outputs too measured all of them)."""
 LINE = "2026-11-02T23:59:00Z build step {:07d}: compiling module and linking objects ok\n"
 
 
@@ -53,6 +58,12 @@ def payload(size_mb: int) -> str:
     """About ``size_mb`` MB of ASCII log text, made in one allocation (no list of lines)."""
     block = "".join(LINE.format(i) for i in range(1024))
     return block * max(1, size_mb * MB // len(block))
+
+
+def payload_chars(size_mb: int) -> int:
+    """``len(payload(size_mb))``, without making it."""
+    block = len("".join(LINE.format(i) for i in range(1024)))
+    return block * max(1, size_mb * MB // block)
 
 
 def vm_hwm_mb() -> float:
@@ -87,14 +98,14 @@ def child(step: str, url: str, size_mb: int) -> dict[str, float]:
     if step in ("store.append", "pg.append"):
         content = payload(size_mb)
         store = open_store(url)
-        store.create_session("big", exist_ok=True)
+        store.create_session(SESSION, exist_ok=True)
         put_text(store.blobs, content)
         call = AssistantMessage("", (ToolCall("c1", "build", {"target": "all"}),))
-        store.append("big", [call, ToolResult("c1", content, name="build")])
+        store.append(SESSION, [call, ToolResult("c1", content, name="build")])
         store.close()
     elif step in ("store.read", "pg.read"):
         store = open_store(url, read_only=True)
-        events = store.read("big")
+        events = store.read(SESSION)
         assert len(events) >= 2
         store.close()
     elif step == "context.prepare":
@@ -135,11 +146,9 @@ def _runner(url: str, size_mb: int) -> dict[str, float]:
     from ctxline.record.store import open_store
     from ctxline.runner import Agent
 
-    content = payload(size_mb)
-
     def build() -> str:
         """Build every target and print the log."""
-        return content
+        return payload(size_mb)  # made when the tool runs, as a real tool's output is
 
     script: list[dict[str, object]] = [
         {"tool_calls": [{"id": "c1", "name": "build", "arguments": {}}]},
@@ -153,7 +162,7 @@ def _runner(url: str, size_mb: int) -> dict[str, float]:
     assert result.final == "built", result
     stored = [e.event for e in agent.ctx.events if isinstance(e.event, ToolResult)]
     assert len(stored) == 1
-    assert len(stored[0].content) == len(content)
+    assert len(stored[0].content) == payload_chars(size_mb)
     store.close()
     return _finish(baseline, started)
 
@@ -165,12 +174,10 @@ def _langgraph(size_mb: int) -> dict[str, float]:
     from langgraph.graph import START, MessagesState, StateGraph
     from langgraph.prebuilt import ToolNode, tools_condition
 
-    content = payload(size_mb)
-
     @tool
     def build() -> str:
         """Build every target and print the log."""
-        return content
+        return payload(size_mb)
 
     def model(state: MessagesState) -> dict[str, list[AnyMessage]]:
         if state["messages"][-1].type == "tool":
@@ -191,7 +198,7 @@ def _langgraph(size_mb: int) -> dict[str, float]:
         {"messages": [HumanMessage("build it")]}, {"configurable": {"thread_id": "big"}}
     )
     assert out["messages"][-1].content == "built"
-    assert len(out["messages"][-2].content) == len(content)
+    assert len(out["messages"][-2].content) == payload_chars(size_mb)
     return _finish(baseline, started)
 
 
@@ -204,12 +211,12 @@ def has_langgraph() -> bool:
 # --- the parent side -------------------------------------------------------------------------
 
 
-def run_child(step: str, url: str, size_mb: int) -> dict[str, float]:
+def run_child(step: str, url: str, size_mb: int, session: str = "big") -> dict[str, float]:
     out = subprocess.run(
         [sys.executable, str(HERE), "--child", step, "--url", url, "--sizes", str(size_mb)],
         capture_output=True,
         text=True,
-        env={**os.environ, "PYTHONPATH": SRC},
+        env={**os.environ, "PYTHONPATH": SRC, "BENCH_LARGE_SESSION": session},
         check=False,
     )
     if out.returncode != 0:
@@ -296,30 +303,30 @@ def measure(
         other = folder / f"cli-{size_mb}.db"
         run_child("create", str(other), size_mb)
         add("cli.append", run_cli_append(str(other), size_mb, folder))
-    if not wanted("runner"):
-        return rows
-    runner_db = folder / f"runner-{size_mb}.db"
-    add("runner", run_child("runner", str(runner_db), size_mb))
-    rows.append(
-        {
-            "step": "runner.database",
-            "payload_mb": round(real, 1),
-            "file_mb": round(runner_db.stat().st_size / MB, 1),
-        }
-    )
-    if has_langgraph():
-        add("langgraph", run_child("langgraph", "", size_mb))
-        seconds = {str(r["step"]): float(str(r["seconds"])) for r in rows if "seconds" in r}
+    if wanted("runner"):
+        runner_db = folder / f"runner-{size_mb}.db"
+        add("runner", run_child("runner", str(runner_db), size_mb))
         rows.append(
             {
-                "step": "runner_vs_langgraph",
+                "step": "runner.database",
                 "payload_mb": round(real, 1),
-                "ratio": round(seconds["runner"] / max(seconds["langgraph"], 0.01), 2),
+                "file_mb": round(runner_db.stat().st_size / MB, 1),
             }
         )
+        if has_langgraph():
+            add("langgraph", run_child("langgraph", "", size_mb))
+            seconds = {str(r["step"]): float(str(r["seconds"])) for r in rows if "seconds" in r}
+            rows.append(
+                {
+                    "step": "runner_vs_langgraph",
+                    "payload_mb": round(real, 1),
+                    "ratio": round(seconds["runner"] / max(seconds["langgraph"], 0.01), 2),
+                }
+            )
     if pg and wanted("pg"):
-        add("pg.append", run_child("pg.append", pg, size_mb))
-        add("pg.read", run_child("pg.read", pg, size_mb))
+        session = f"big-{size_mb}-{time.time_ns()}"
+        add("pg.append", run_child("pg.append", pg, size_mb, session))
+        add("pg.read", run_child("pg.read", pg, size_mb, session))
     return rows
 
 

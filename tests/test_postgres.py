@@ -416,3 +416,24 @@ def writer_main(argv: list[str]) -> None:
 if __name__ == "__main__":
     if sys.argv[1:2] == ["writer"]:
         writer_main(sys.argv[2:])
+
+
+def test_a_large_body_is_read_back_in_slices_whole_and_checked(
+    pg: PostgresStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A body over LARGE_BODY is fetched SLICE_BYTES bytes at a time through one server-side
+    cursor (issue 25: libpq keeps its buffer at the largest row it read, and character
+    slices were quadratic); a slice may end inside a character (777 bytes of a text of two-
+    and three-byte ones), the joined bytes decode exactly, and the hash link holds."""
+    from ctxline.record.store import pg_events
+
+    monkeypatch.setattr(pg_events, "LARGE_BODY", 1_000)
+    monkeypatch.setattr(pg_events, "SLICE_BYTES", 777)
+    content = "naïve café ✅ line\n" * 600  # ~12K characters, ~14K bytes: 16+ slices
+    pg.create_session("big")
+    call = AssistantMessage("", (ToolCall("c1", "build", {}),))
+    pg.append("big", [call, ToolResult("c1", content, name="build")])
+    (_, result) = pg.read("big")
+    assert isinstance(result.event, ToolResult)
+    assert result.event.content == content
+    assert pg.verify_chain("big").ok

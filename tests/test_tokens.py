@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import lzma
 import os
+import pickle
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -111,6 +112,7 @@ def no_files(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("TIKTOKEN_CACHE_DIR", raising=False)
     monkeypatch.setattr(tf, "bundled_dir", lambda: Path("/nonexistent/tiktoken_data"))
     monkeypatch.setattr(tf, "_CACHE", {})
+    monkeypatch.setattr(tf, "_FOUND", {})
 
 
 def _strings(value: object, out: list[str]) -> None:
@@ -155,8 +157,39 @@ def test_encoding_equals_tiktoken(reference: dict[str, tiktoken.Encoding], name:
     assert ours.name == ref.name == name
     assert ours._pat_str == ref._pat_str
     assert ours._special_tokens == ref._special_tokens
-    assert ours._mergeable_ranks == ref._mergeable_ranks
     assert ours.max_token_value == ref.max_token_value
+    # the Rust side got every rank: each token's bytes, by rank, are tiktoken's
+    ranks = ref._mergeable_ranks
+    assert ours.n_vocab == ref.n_vocab
+    assert all(ours.decode_single_token_bytes(rank) == token for token, rank in ranks.items())
+
+
+def test_a_counter_checks_its_file_at_once_and_builds_the_encoding_at_its_first_count(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """o200k's tables (48 MB, 28 MB more while built) are not held by a process that has
+    not counted yet, such as one reading a 50 MB output back (issue 25)."""
+    monkeypatch.setattr(tf, "_CACHE", {})
+    monkeypatch.setattr(tf, "_FOUND", {})
+    counter = get_counter("cl100k")
+    assert "cl100k_base" in tf._FOUND
+    assert not tf._CACHE
+    assert counter.count("hello world") == 2
+    assert list(tf._CACHE) == ["cl100k_base"]
+    assert counter.encoding is tf._CACHE["cl100k_base"]  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("name", EXACT)
+def test_the_python_copy_of_the_ranks_is_dropped_and_pickling_reloads_by_name(
+    name: str,
+) -> None:
+    """tiktoken keeps the ranks' dict only to pickle itself (27 MB for o200k): ctxline's
+    encoding drops it, and a pickled one comes back as the same cached encoding."""
+    ours = tf.encoding(name)
+    assert ours._mergeable_ranks == {}
+    again = pickle.loads(pickle.dumps(ours))
+    assert again is ours
+    assert again.encode_ordinary("hello world") == ours.encode_ordinary("hello world")
 
 
 @pytest.mark.parametrize("name", EXACT)
@@ -492,4 +525,4 @@ def test_a_huge_text_is_counted_from_its_samples_only(monkeypatch: pytest.Monkey
     monkeypatch.setattr(enc, "encode_ordinary", spy)
     text = "x = 1\n" * 5_000_000  # 30M characters
     assert counter.count(text) > 0
-    assert sum(seen) == counters._SAMPLES * counters._PIECE  # 6.4M characters, not 30M
+    assert sum(seen) == counters._SAMPLES * counters._WINDOW  # 1.6M characters, not 30M

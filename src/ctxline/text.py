@@ -23,14 +23,28 @@ if TYPE_CHECKING:  # typing only: the record sits above this module
 __all__ = ["clean_json", "clean_text", "decode_bytes"]
 
 
-def clean_text(value: str) -> str:
-    """``value`` with every lone surrogate replaced by U+FFFD (a fast no-op otherwise)."""
+_PIECE = 1 << 20
+"""Characters encoded at a time to look for a lone surrogate: a whole encoded copy of a
+200 MB text was the peak of reading it back (issue 25)."""
+
+
+def _encodable(value: str) -> bool:
+    # A surrogate is one code point of a str, so a slice boundary never hides or makes one.
     try:
-        value.encode("utf-8")
+        for start in range(0, len(value), _PIECE):
+            value[start : start + _PIECE].encode("utf-8")
     except UnicodeEncodeError:
-        # surrogatepass round trip through UTF-16 joins valid pairs and replaces lone halves
-        return value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
-    return value
+        return False
+    return True
+
+
+def clean_text(value: str) -> str:
+    """``value`` with every lone surrogate replaced by U+FFFD (a fast no-op otherwise:
+    ``isascii`` is O(1) on a str, and a longer text is checked a MiB at a time)."""
+    if value.isascii() or _encodable(value):
+        return value
+    # surrogatepass round trip through UTF-16 joins valid pairs and replaces lone halves
+    return value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
 
 
 def decode_bytes(data: bytes) -> str:

@@ -34,9 +34,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-import jsonschema
-from jsonschema.exceptions import best_match
-
 from ctxline.errors import ValidationError
 from ctxline.record.events import JsonValue, Slot, StoredEvent
 
@@ -63,6 +60,10 @@ SLOT_NAME = re.compile(r"^[a-z][a-z0-9_.-]{0,63}$")
 
 
 def _validator(schema: dict[str, JsonValue], name: str) -> Any:
+    # imported here: jsonschema is 6 MB of RSS that a process without slot schemas (one
+    # reading a large output back, say) should not hold (issue 25)
+    import jsonschema
+
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     try:
         cls.check_schema(schema)
@@ -75,6 +76,8 @@ def _validator(schema: dict[str, JsonValue], name: str) -> Any:
 
 def schema_problem(validator: Any, value: JsonValue) -> str | None:
     """The most relevant schema error of ``value`` (None when it is valid), with its path."""
+    from jsonschema.exceptions import best_match
+
     error = best_match(validator.iter_errors(value))
     if error is None:
         return None

@@ -51,7 +51,7 @@ from ctxline.record.events import (
     UnknownEvent,
     UserMessage,
 )
-from ctxline.tokens.tiktoken_files import encoding
+from ctxline.tokens.tiktoken_files import check_encoding, encoding
 
 if TYPE_CHECKING:
     import tiktoken
@@ -135,21 +135,23 @@ def _sliced_len(enc: tiktoken.Encoding, text: str) -> int:
 
 _HUGE = 8_000_000
 """Over this many characters a text's count is estimated from :data:`_SAMPLES` evenly
-spaced windows of :data:`_PIECE` characters (6.4M characters counted exactly), scaled to
-its length: counting a 200 MB output whole took 35 % of a runner turn (issue 25), and
+spaced windows of :data:`_WINDOW` characters (1.6M characters counted exactly), scaled
+to its length: counting a 200 MB output whole took 35 % of a runner turn (issue 25), and
 such a text is only ever shown as a preview (whose "~N tokens" this is) or weighed
 against a budget it exceeds many times over. The estimate is a function of the text
-alone, so the same on every run; it ran within 0.1 % of the exact count on log output."""
+alone, so the same on every run; it ran within 0.1 % of the exact count on log output.
+(Windows of 200K characters, 6.4M in all, were still 1.7 s of a loaded machine's turn.)"""
 _SAMPLES = 32
+_WINDOW = 50_000
 
 
 def _sampled_len(enc: tiktoken.Encoding, text: str) -> int:
     size = len(text)
-    stride = size // _SAMPLES  # > _PIECE: the windows never overlap
+    stride = size // _SAMPLES  # > _WINDOW: the windows never overlap
     counted = sum(
-        len(enc.encode_ordinary(text[k * stride : k * stride + _PIECE])) for k in range(_SAMPLES)
+        len(enc.encode_ordinary(text[k * stride : k * stride + _WINDOW])) for k in range(_SAMPLES)
     )
-    return max(1, round(counted * size / (_SAMPLES * _PIECE)))
+    return max(1, round(counted * size / (_SAMPLES * _WINDOW)))
 
 
 def _encoded_len(enc: tiktoken.Encoding, text: str) -> int:
@@ -166,26 +168,41 @@ def _encoded_len(enc: tiktoken.Encoding, text: str) -> int:
 
 
 class TiktokenCounter:
-    """Exact counts with a tiktoken encoding; special-token text counts as ordinary text."""
+    """Exact counts with a tiktoken encoding; special-token text counts as ordinary text.
 
-    def __init__(self, enc: tiktoken.Encoding) -> None:
-        self.encoding = enc
-        self.name: str = enc.name
+    ``enc``: the encoding, or the name of one of :data:`~ctxline.tokens.tiktoken_files.SPECS`
+    (checked now, built at the first count: :func:`get_counter` does this)."""
+
+    def __init__(self, enc: tiktoken.Encoding | str) -> None:
+        if isinstance(enc, str):
+            check_encoding(enc)  # TokenizerUnavailable here, not at the first count
+            self._encoding: tiktoken.Encoding | None = None
+            self.name: str = enc
+        else:
+            self._encoding = enc
+            self.name = enc.name
 
     def __repr__(self) -> str:
         return f"TiktokenCounter({self.name!r})"
+
+    @property
+    def encoding(self) -> tiktoken.Encoding:
+        if self._encoding is None:
+            self._encoding = encoding(self.name)
+        return self._encoding
 
     def count(self, text: str) -> int:
         return _encoded_len(self.encoding, text)
 
     def count_many(self, texts: Sequence[str]) -> list[int]:
+        enc = self.encoding
         workers = min(4, os.cpu_count() or 1, len(texts))
         if workers < 2 or sum(map(len, texts)) < _PARALLEL_CHARS:
-            return [_encoded_len(self.encoding, t) for t in texts]
+            return [_encoded_len(enc, t) for t in texts]
 
         # tiktoken releases the GIL while encoding; one interleaved share per thread.
         def share(start: int) -> list[int]:
-            return [_encoded_len(self.encoding, t) for t in texts[start::workers]]
+            return [_encoded_len(enc, t) for t in texts[start::workers]]
 
         counts = [0] * len(texts)
         with ThreadPoolExecutor(workers, thread_name_prefix="ctxline-tokens") as pool:
@@ -237,7 +254,7 @@ def get_counter(name: str) -> TokenCounter:
         )
     if canonical == "bytes/4":
         return BytesEstimator()
-    return TiktokenCounter(encoding(canonical))
+    return TiktokenCounter(canonical)
 
 
 # --- event text ---------------------------------------------------------------------
@@ -357,7 +374,8 @@ class TextCounts:
     """Counts of rendered texts, persisted by content hash so a cold start does not recount.
 
     Only texts of at least :attr:`min_chars` characters go to the store (under the key
-    ``text:<sha1>`` and the counter's name): for them counting costs more than a lookup.
+    ``text:<sha1>`` and the counter's name): for them counting costs more than a lookup;
+    not those over ``_HUGE`` (estimated from samples, cheaper than hashing them whole).
     Shorter texts are just counted. New counts of long texts go to ``learned`` when it is
     given (the caller stores them later: a step never writes), else to ``store``.
     """
@@ -380,8 +398,8 @@ class TextCounts:
         need: dict[str, list[int]] = {}
         short: list[int] = []
         for i, text in enumerate(texts):
-            if self.store is None or len(text) < self.min_chars:
-                short.append(i)
+            if self.store is None or len(text) < self.min_chars or len(text) > _HUGE:
+                short.append(i)  # a huge text: its sampled estimate is cheaper than its sha1
             else:
                 key = "text:" + _sha1(text)
                 need.setdefault(key, []).append(i)

@@ -18,13 +18,14 @@ special tokens then build a ``tiktoken.Encoding`` equal to ``tiktoken.get_encodi
 
 from __future__ import annotations
 
-import base64
+import binascii
 import hashlib
 import lzma
 import os
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -38,6 +39,7 @@ __all__ = [
     "SPECS",
     "EncodingSpec",
     "bundled_dir",
+    "check_encoding",
     "encoding",
     "load_encoding",
     "search_dirs",
@@ -128,16 +130,21 @@ def search_dirs() -> list[Path]:
 
 
 def _parse_ranks(data: bytes, path: Path) -> dict[bytes, int]:
-    ranks: dict[bytes, int] = {}
-    for line in data.splitlines():
-        if not line:
-            continue
-        try:
-            token, rank = line.split()
-            ranks[base64.b64decode(token, validate=True)] = int(rank)
-        except ValueError:
-            raise TokenizerUnavailable(f"{path}: malformed rank line {line[:80]!r}") from None
-    return ranks
+    # One split and C-level maps: a Python loop of 200,000 b64decode calls was 0.6 s of
+    # every process's first count (issue 25). The file's sha256 was checked already.
+    fields = data.split()
+    if len(fields) % 2:
+        raise TokenizerUnavailable(f"{path}: malformed rank file (lines of two fields expected)")
+    try:
+        return dict(
+            zip(
+                map(binascii.a2b_base64, fields[0::2]),
+                map(int, fields[1::2]),
+                strict=True,
+            )
+        )
+    except (ValueError, binascii.Error) as exc:
+        raise TokenizerUnavailable(f"{path}: malformed rank line ({exc})") from None
 
 
 def _unavailable(
@@ -156,16 +163,8 @@ def _unavailable(
     return TokenizerUnavailable(message)
 
 
-def load_encoding(name: str, dirs: Sequence[Path] | None = None) -> tiktoken.Encoding:
-    """Build the encoding from the first verified file in ``dirs`` (default :func:`search_dirs`).
-
-    Not cached; files are only read. Raises :class:`TokenizerUnavailable` naming the
-    file, its hash and every rejected candidate when no verified file is found.
-    """
-    import tiktoken
-
-    spec = SPECS[name]
-    dirs = search_dirs() if dirs is None else list(dirs)
+def _find(spec: EncodingSpec, dirs: Sequence[Path]) -> tuple[Path, bytes]:
+    """The first verified rank file in ``dirs`` and its (decompressed) bytes."""
     rejected: list[str] = []
     for folder in dirs:
         for file_name in spec.file_names:
@@ -185,17 +184,67 @@ def load_encoding(name: str, dirs: Sequence[Path] | None = None) -> tiktoken.Enc
                 what = "decompressed to" if path.suffix == ".xz" else "has"
                 rejected.append(f"{path} {what} sha256 {actual}, expected {spec.sha256}")
                 continue
-            return tiktoken.Encoding(
-                name=spec.name,
-                pat_str=spec.pat_str,
-                mergeable_ranks=_parse_ranks(data, path),
-                special_tokens=dict(spec.special_tokens),
-            )
+            return path, data
     raise _unavailable(spec, dirs, rejected)
 
 
+@cache
+def _offline_class() -> type[tiktoken.Encoding]:
+    import tiktoken
+
+    class OfflineEncoding(tiktoken.Encoding):
+        """An Encoding without its ``dict`` of 200,000 ranks: tiktoken keeps that dict only
+        to pickle itself, and it was 27 MB of the 75 MB o200k costs a process (issue 25:
+        a 50 MB tool output had to fit in 3x). Pickled, it is reloaded by name."""
+
+        def __reduce__(self) -> tuple[object, tuple[str]]:
+            return encoding, (self.name,)
+
+    return OfflineEncoding
+
+
+def _build(spec: EncodingSpec, found: list[tuple[Path, bytes]]) -> tiktoken.Encoding:
+    """The encoding from ``found`` (a verified file and its bytes: emptied, so the 3.6 MB
+    of text are gone while the Rust side copies the ranks)."""
+    path, data = found.pop()
+    ranks = _parse_ranks(data, path)
+    del data
+    enc = _offline_class()(
+        name=spec.name,
+        pat_str=spec.pat_str,
+        mergeable_ranks=ranks,
+        special_tokens=dict(spec.special_tokens),
+    )
+    enc._mergeable_ranks = {}  # the Rust side holds its own copy
+    return enc
+
+
+def load_encoding(name: str, dirs: Sequence[Path] | None = None) -> tiktoken.Encoding:
+    """Build the encoding from the first verified file in ``dirs`` (default :func:`search_dirs`).
+
+    Not cached; files are only read. Raises :class:`TokenizerUnavailable` naming the
+    file, its hash and every rejected candidate when no verified file is found.
+    """
+    spec = SPECS[name]
+    return _build(spec, [_find(spec, search_dirs() if dirs is None else list(dirs))])
+
+
 _CACHE: dict[str, tiktoken.Encoding] = {}
+_FOUND: dict[str, tuple[Path, bytes]] = {}
 _LOCK = threading.Lock()
+
+
+def check_encoding(name: str) -> None:
+    """Raise :class:`TokenizerUnavailable` now if ``name`` cannot be loaded, without
+    building it: the verified file is kept, and :func:`encoding` builds from it when first
+    asked. Why: o200k's tables are 48 MB, and 28 MB more while they are built; a process
+    that reads a 50 MB output back before it counts anything should not hold them while
+    it reads (issue 25)."""
+    if name in _CACHE or name in _FOUND:
+        return
+    with _LOCK:
+        if name not in _CACHE and name not in _FOUND:
+            _FOUND[name] = _find(SPECS[name], search_dirs())
 
 
 def encoding(name: str) -> tiktoken.Encoding:
@@ -205,5 +254,7 @@ def encoding(name: str) -> tiktoken.Encoding:
         with _LOCK:
             found = _CACHE.get(name)
             if found is None:
-                found = _CACHE[name] = load_encoding(name)
+                spec = SPECS[name]
+                box = [_FOUND.pop(name, None) or _find(spec, search_dirs())]
+                found = _CACHE[name] = _build(spec, box)  # box: emptied, the bytes dropped
     return found

@@ -72,6 +72,10 @@ _PLAIN = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
 """A tool name a per-call label shows bare (others as a JSON string: one line, quoted)."""
 
 
+
+_MADE_CHARS = 1_000_000
+"""Results longer than this keep the handle and preview :meth:`ViewCache.ahead` made."""
+
 @dataclass
 class ViewCache:
     """Per-timeline memo of the record fold and the rendered history (see module docstring)."""
@@ -118,6 +122,11 @@ class ViewCache:
     """Counts of long texts made since the writer last stored them (key → tokens)."""
     new_blobs: dict[str, str] = field(default_factory=dict)
     """Texts newly shown only through a handle (handle → text), for the writer to save."""
+    made: dict[tuple[object, ...], str] = field(default_factory=dict)
+    """Handles (``(seq,)`` → handle) and previews (``(seq, handle, tokens, reader)`` →
+    text) of the latest results :meth:`ahead` worked on, for the step that shows them:
+    each is a full pass over a result (a 200 MB one: hashed, its lines counted, issue 25).
+    Only the latest batch's are kept."""
     reader_tools: tuple[ToolSpec, ...] | None = None
     """The offered tools :attr:`reader` was found among."""
     tools_json: tuple[tuple[ToolSpec, ...], str] = ((), "")
@@ -335,17 +344,22 @@ class ViewCache:
             return
         self.count_texts([t for t in map(self._text_of, stored) if len(t) >= 2_048], setup)
         results = [(e.seq, e.event) for e in stored if isinstance(e.event, ToolResult)]
+        self.made.clear()
         for seq, event in results:
             if len(event.content) < 200:  # under any stub: never trimmed
                 continue
             (tokens,) = self.count_texts([event.content], setup)
             handle = text_ref(event.content)
+            if len(event.content) > _MADE_CHARS:
+                self.made[(seq,)] = handle
             if kept_whole(event):
                 continue
             reader = self.reader
             forms = {"trim": trimmed(event.content, handle, tokens=tokens, reader=reader)}
             if tokens > setup.options.offload_limit:
                 forms["offload"] = preview(event.content, handle, tokens=tokens, reader=reader)
+                if len(event.content) > _MADE_CHARS:
+                    self.made[(seq, handle, tokens, reader)] = forms["offload"]
             # in the memo by text too: an edit that shows one of them finds its count
             for kind, n in zip(forms, self.count_texts(list(forms.values()), setup), strict=True):
                 self.index.memo[self.index.memo_key(seq, kind)] = n + FRAMING_TOKENS
@@ -417,13 +431,16 @@ class ViewCache:
             return stored
         self.previews.add(seq)
         handle = self._handle(seq, event.content)
-        content = preview(event.content, handle, tokens=tokens, reader=self.reader)
+        content = self.made.pop((seq, handle, tokens, self.reader), "") or preview(
+            event.content, handle, tokens=tokens, reader=self.reader
+        )
         return replace(stored, event=replace(event, content=content))
 
     def _handle(self, seq: int, content: str) -> str:
         handle = self.handles.get(seq)
         if handle is None:
-            handle = self.handles[seq] = text_ref(content)
+            made = self.made.pop((seq,), "")
+            handle = self.handles[seq] = made or text_ref(content)
             self.new_blobs[handle] = content
         return handle
 

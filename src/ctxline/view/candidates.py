@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Literal
 
-from ctxline.record.blobs import blob_ref
+from ctxline.record.blobs import text_ref
 from ctxline.record.codec import canonical_json
 from ctxline.record.events import AssistantMessage, Event, JsonValue, ToolResult, UserMessage
 from ctxline.render.neutral import NeutralMessage
@@ -352,15 +352,15 @@ def _content(events: Sequence[object], seq: int) -> str | None:
 
 
 def _stub(content: str, count: Count, reader: str | None) -> str:
-    return trimmed(content, blob_ref(content.encode()), tokens=count(content), reader=reader)
+    return trimmed(content, text_ref(content), tokens=count(content), reader=reader)
 
 
 def _text_preview(text: str, count: Count, reader: str | None) -> str:
-    return preview(text, blob_ref(text.encode()), tokens=count(text), noun="message", reader=reader)
+    return preview(text, text_ref(text), tokens=count(text), noun="message", reader=reader)
 
 
 def _preview(content: str, count: Count, reader: str | None) -> str:
-    return preview(content, blob_ref(content.encode()), tokens=count(content), reader=reader)
+    return preview(content, text_ref(content), tokens=count(content), reader=reader)
 
 
 def _elided_text(stored: object, message: NeutralMessage, reader: str | None) -> str:

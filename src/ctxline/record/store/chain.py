@@ -21,7 +21,7 @@ the link itself cheap under the lock.
 
 Bodies: :func:`encode_body` returns a :class:`Body` with its size and digest. An event
 holding a string longer than :data:`PIECE_CHARS` characters is never encoded whole:
-its canonical JSON is produced as pieces of about a MiB (:meth:`Body.pieces`, the
+its canonical JSON is produced as pieces of a quarter MiB (:meth:`Body.pieces`, the
 same bytes as :func:`~ctxline.record.events.canonical_json`), so a 200 MB tool output
 costs a few MiB of encoding buffers instead of two or three more copies of itself.
 
@@ -57,7 +57,10 @@ __all__ = [
 GENESIS = "sha256:" + "0" * 64
 """The link before the first event of a root timeline."""
 PIECE_CHARS = 1 << 20
-"""Strings longer than this are encoded (and hashed, and written) in slices this long."""
+"""Strings longer than this are encoded (and hashed, and written) in slices."""
+SLICE_CHARS = 1 << 18
+"""The slices' length: each is copied four times on its way to bytes (slice, escaped,
+unquoted, encoded), so a MiB-long slice was 4 MB of a 50 MB append's peak (issue 25)."""
 
 
 def _has_long(obj: JsonValue, piece: int) -> bool:
@@ -128,8 +131,9 @@ def _walk(obj: JsonValue, piece: int) -> Iterator[bytes]:
             yield canonical_json(obj)
             return
         yield b'"'
-        for start in range(0, len(obj), piece):  # escaping is per character: slices join exactly
-            yield encode_basestring(obj[start : start + piece])[1:-1].encode()
+        step = min(piece, SLICE_CHARS)
+        for start in range(0, len(obj), step):  # escaping is per character: slices join exactly
+            yield encode_basestring(obj[start : start + step])[1:-1].encode()
         yield b'"'
     elif isinstance(obj, dict) and all(isinstance(k, str) for k in obj):
         first = True
