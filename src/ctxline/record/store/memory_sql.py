@@ -154,7 +154,8 @@ class Stamps(Protocol):
 
 class SqlMemories:
     """What both SQL backends' ``memories`` share; a backend sets :attr:`mark`,
-    :attr:`false` and :attr:`search_sql`, and defines :meth:`_reading` (one read
+    :attr:`false` and :attr:`search_sql` (SQLite defines its own :meth:`search`:
+    :mod:`.sqlite_recall`), and defines :meth:`_reading` (one read
     snapshot), :meth:`_check` (the tables exist) and :meth:`_match` (a parsed query in
     its full-text syntax)."""
 

@@ -5,7 +5,10 @@ partial unique index allows one current entry per (scope, owner, key), so a seco
 writer can never leave two current facts under one key. ``memory_fts`` is an FTS5 table
 (``ascii`` tokenizer) over the normalized words of :func:`~.memories.memory_words`,
 keyed by the entry's rowid; forgetting an entry deletes its row there and erases its
-text. See :mod:`ctxline.record.store.memories` for the semantics.
+text. Search ranks a bounded set of candidates by BM25 (:mod:`.sqlite_recall`: the
+owners' newest 1,000 matches and every entry holding a rare word), so it costs what it
+returns, not what the store holds. See :mod:`ctxline.record.store.memories` for the
+semantics.
 
     store.memories.remember(NewMemory("tests run with make check", "project", "shop"))
 """
@@ -13,18 +16,22 @@ text. See :mod:`ctxline.record.store.memories` for the semantics.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from ctxline.record.store.memories import MemoryEntry, NewMemory, unknown
+from ctxline.record.store.memories import MemoryEntry, MemoryHit, NewMemory, Owner, unknown
 from ctxline.record.store.memory_sql import (
     MEMORY_INDEX_SQL,
     SqlMemories,
+    entry_of,
     memory_table_sql,
     new_row,
+    owners_clause,
 )
-from ctxline.record.store.textsearch import Query
+from ctxline.record.store.sqlite_recall import bounded_search
+from ctxline.record.store.textsearch import Query, check_limit, parse_query
 
 if TYPE_CHECKING:
     from ctxline.record.store.sqlite import SQLiteStore
@@ -44,12 +51,6 @@ class SQLiteMemories(SqlMemories):
     mark = "?"
     tables_sql = "SELECT 1 FROM sqlite_master WHERE name = 'memories'"
     false = "0"
-    search_sql = (
-        "SELECT {columns}, -bm25(memory_fts) AS score FROM memory_fts"
-        " JOIN memories m ON m.n = memory_fts.rowid"
-        " WHERE memory_fts MATCH ? AND m.forgotten_at IS NULL AND {where}"
-        " ORDER BY score DESC, m.n DESC LIMIT ?"
-    )
 
     def __init__(self, store: SQLiteStore) -> None:
         self._store = store
@@ -62,6 +63,17 @@ class SQLiteMemories(SqlMemories):
 
     def _match(self, parsed: Query) -> str:
         return parsed.fts5()
+
+    def search(self, query: str, owners: Sequence[Owner], *, limit: int = 10) -> list[MemoryHit]:
+        """BM25 over a bounded set of candidates (:mod:`.sqlite_recall`): the owners'
+        newest matches and every entry holding a rare word."""
+        parsed = parse_query(query)
+        check_limit(limit)
+        where, params = owners_clause(owners, self.mark, self.false)
+        with self._reading() as conn:
+            self._check(conn)
+            rows = bounded_search(conn, parsed, where, params, limit)
+        return [MemoryHit(entry_of(r[:-1]), round(float(r[-1]), 6)) for r in rows]
 
     def _insert(self, ident: str, new: NewMemory, at: datetime, words: str) -> None:
         with self._store._write("remember") as conn:
