@@ -155,7 +155,8 @@ def test_a_call_to_an_invented_tool_is_answered_with_the_tools_there_are(
     second = fake.completions()[1]["messages"]
     refusal = next(m for m in second if m["role"] == "tool")
     assert "copy_file" in refusal["content"]
-    assert "read_file" in refusal["content"] and "write_file" in refusal["content"]
+    assert "read_file" in refusal["content"]
+    assert "write_file" in refusal["content"]
 
 
 def test_openai_base_url_means_what_base_url_means(

@@ -59,6 +59,16 @@ def header(obj: dict[str, Any], line: int) -> tuple[str, dict[str, JsonValue]]:
     return session, meta
 
 
+def add_event(builder: SessionBuilder, ids: set[str], obj: dict[str, Any], line: int) -> None:
+    """One event line into ``builder``; an id seen before in this session is refused."""
+    pending = pending_from_json(obj, line=line)
+    if pending.id is not None:
+        if pending.id in ids:
+            raise ValidationError(f"event id {pending.id!r} appears twice", field="id", line=line)
+        ids.add(pending.id)
+    builder.add(pending.event, id=pending.id, at=pending.at)
+
+
 def load_events(src: SourceFile) -> list[ImportedSession]:
     sessions: list[ImportedSession] = []
     seen: set[tuple[str, JsonValue]] = set()
@@ -90,14 +100,7 @@ def load_events(src: SourceFile) -> list[ImportedSession]:
             builder = SessionBuilder(src.stem)
             seen.add((src.stem, "main"))
             meta = stem_meta()
-        pending = pending_from_json(obj, line=line)
-        if pending.id is not None:
-            if pending.id in ids:
-                raise ValidationError(
-                    f"event id {pending.id!r} appears twice", field="id", line=line
-                )
-            ids.add(pending.id)
-        builder.add(pending.event, id=pending.id, at=pending.at)
+        add_event(builder, ids, obj, line)
         lines.append(line)
     if builder is None:
         builder = SessionBuilder(src.stem)

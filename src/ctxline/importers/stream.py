@@ -37,9 +37,8 @@ from ctxline.importers._common import (
     SourceFile,
     parse_json,
 )
-from ctxline.importers.events import HEADER_KIND, header, stem_meta
+from ctxline.importers.events import HEADER_KIND, add_event, header, stem_meta
 from ctxline.record.events import JsonValue, Pending
-from ctxline.record.parse import pending_from_json
 from ctxline.text import decode_bytes
 
 __all__ = ["Located", "StreamedSession", "read_ahead", "stream_file", "stream_tree"]
@@ -161,14 +160,7 @@ class _EventsSession:
             if obj.get("kind") == HEADER_KIND:
                 self._lines.push(item)
                 break
-            pending = pending_from_json(obj, line=line)
-            if pending.id is not None:
-                if pending.id in ids:
-                    raise ValidationError(
-                        f"event id {pending.id!r} appears twice", field="id", line=line
-                    )
-                ids.add(pending.id)
-            builder.add(pending.event, id=pending.id, at=pending.at)
+            add_event(builder, ids, obj, line)
             yield builder.events.pop(), line
         self.done = True
 
