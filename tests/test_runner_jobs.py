@@ -124,3 +124,32 @@ def test_jobs_still_running_when_a_run_stops_are_cancelled_and_notified_once() -
     assert sorted(n.source for n in notes) == ["job/job-1", "job/job-2"]
     assert all(at(n.meta, "runner", "ok") is False and "cancelled" in n.text for n in notes)
     assert agent.ledger.jobs == {}
+
+
+def test_an_agent_with_background_tools_explains_jobs_from_its_first_request() -> None:
+    @tool(background=True, timeout=30)
+    def build(target: str) -> str:
+        """Build a target in the background."""
+        return "built " + target
+
+    @tool
+    def status() -> str:
+        """The build status."""
+        return "idle"
+
+    def systems(agent: Agent) -> list[str]:
+        bodies = [json.loads(agent.ctx.rebuild(h.step)) for h in agent.ctx.requests()]
+        return [str(b["messages"][0]["content"]) for b in bodies]
+
+    script = ScriptedModel([calls(("b", "build", {"target": "all"})), {"text": "Started."}])
+    agent = Agent(script, [build, status], store=MemoryStore(), session="announced")
+    agent.run("build everything")
+    first, *later = systems(agent)
+    assert "<ctx-jobs>" in first
+    assert "<ctx-notification>" in first
+    assert later
+    assert all(s == first for s in later)  # the guide, in the cached prefix, never moves
+    plain = Agent(ScriptedModel([{"text": "idle"}]), [status], store=MemoryStore(), session="p")
+    plain.run("status?")
+    assert "<ctx-jobs>" not in systems(plain)[0]
+    assert "<ctx-notification>" not in systems(plain)[0]

@@ -3,7 +3,8 @@
 - ``ctxline``: ctxline's :class:`~ctxline.runner.Agent` with the task's tools and no
   others (``builtin_tools=()``: the same tools as the other loops), its guide and status
   bar, through ``make_client("openai:…", base_url=…)``; ``ctxline_defaults`` is the same
-  with ctxline's four built-in tools offered too (its default: ~700 more tokens a request);
+  with ctxline's four built-in tools offered too (its default: ~700 more tokens a request),
+  ``ctxline_nostatus`` without the status bar (``status_mode="off"``);
   ``start_backup`` is a background tool (``ToolMeta(background=True)``): its output
   arrives as a notification.
 - ``plain``: the loop everyone writes first, the ``openai`` SDK over one raw message list;
@@ -24,7 +25,10 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from ctxline.sources.statusbar import StatusMode
 
 __all__ = ["LOOPS", "SYSTEM", "Box", "Loop", "Outcome", "timed"]
 
@@ -66,13 +70,40 @@ def _turns(prompt: Prompt) -> list[str]:
 def run_ctxline(
     base_url: str, box: Box, prompt: Prompt, system: str, max_turns: int, max_output: int
 ) -> Outcome:
-    return _run_ctxline(base_url, box, prompt, system, max_turns, max_output, builtins=False)
+    return _run_ctxline(
+        base_url, box, prompt, system, max_turns, max_output, builtins=False, model="ctxline"
+    )
+
+
+def run_ctxline_nostatus(
+    base_url: str, box: Box, prompt: Prompt, system: str, max_turns: int, max_output: int
+) -> Outcome:
+    return _run_ctxline(
+        base_url,
+        box,
+        prompt,
+        system,
+        max_turns,
+        max_output,
+        builtins=False,
+        model="ctxline_nostatus",
+        status="off",
+    )
 
 
 def run_ctxline_defaults(
     base_url: str, box: Box, prompt: Prompt, system: str, max_turns: int, max_output: int
 ) -> Outcome:
-    return _run_ctxline(base_url, box, prompt, system, max_turns, max_output, builtins=True)
+    return _run_ctxline(
+        base_url,
+        box,
+        prompt,
+        system,
+        max_turns,
+        max_output,
+        builtins=True,
+        model="ctxline_defaults",
+    )
 
 
 def _run_ctxline(
@@ -84,12 +115,14 @@ def _run_ctxline(
     max_output: int,
     *,
     builtins: bool,
+    model: str,
+    status: StatusMode | None = None,
 ) -> Outcome:
     from ctxline.models import make_client
     from ctxline.runner import Agent, Limits, tool
     from ctxline.runner.model_call import default_options
 
-    client = make_client("openai:ctxline", base_url=base_url)
+    client = make_client(f"openai:{model}", base_url=base_url)
     options = replace(default_options(client), max_output=max_output)
     tools = [
         tool(background=True)(f) if f.__name__ == "start_backup" else f
@@ -102,6 +135,7 @@ def _run_ctxline(
         options=options,
         limits=Limits(max_turns=max_turns),
         builtin_tools=None if builtins else (),
+        status_mode=status,
     ) as agent:
         turns = 0
         for index, text in enumerate(_turns(prompt)):
@@ -244,6 +278,7 @@ def run_sdk(
 LOOPS: dict[str, Loop] = {
     "ctxline": run_ctxline,
     "ctxline_defaults": run_ctxline_defaults,
+    "ctxline_nostatus": run_ctxline_nostatus,
     "plain": run_plain,
     "sdk": run_sdk,
 }

@@ -28,7 +28,7 @@ from ctxline.record.blobs import BlobStore
 from ctxline.record.events import Event, JsonValue, Notification, StoredEvent, ToolResult
 from ctxline.runner.ledger import JobInfo, runner_meta
 from ctxline.sources.base import BaseSource, Block, SourceStep, StepContext, TailItem
-from ctxline.sources.guide import MessageKind
+from ctxline.sources.guide import NOTIFICATION_KIND, MessageKind
 
 __all__ = ["JOBS_KIND", "JobManager", "JobsSource", "interrupted_job", "one_line"]
 
@@ -175,9 +175,21 @@ class _JobsFold:
 
 
 class JobsSource(BaseSource):
-    """``<ctx-jobs>`` in the tail while jobs run (folded from the record, so rebuilds agree)."""
+    """``<ctx-jobs>`` in the tail while jobs run (folded from the record, so rebuilds agree).
+
+    ``announce``: the agent has background tools, so the guide explains ``<ctx-jobs>`` and
+    ``<ctx-notification>`` from the first request — registered only when the first job
+    starts, they would change the system prompt mid-task, and a local server re-reads
+    the whole prompt after such a change (measured on Qwen2.5-Coder-1.5B through
+    llama.cpp: 811 of 975 prompt tokens evaluated again, benchmarks/README.md)."""
 
     name = "jobs"
+
+    def __init__(self, *, announce: bool = False) -> None:
+        self.announce = announce
+
+    def kinds(self) -> Sequence[MessageKind]:
+        return (JOBS_KIND, NOTIFICATION_KIND) if self.announce else ()
 
     def fold(self) -> _JobsFold:
         return _JobsFold()

@@ -218,7 +218,7 @@ class Agent:
             cfg,
             options=client_options(model, cfg.options),
             status=agent_status(cfg.status, caps, time_zone),
-            sources=(JobsSource(), *cfg.sources, *extra),
+            sources=(JobsSource(announce=self._has_background()), *cfg.sources, *extra),
         )
         """The configuration of the agent's Context (its client's model, its tools' limits)."""
         self.ctx = Context(
@@ -436,6 +436,9 @@ class Agent:
         if self._loop is None or self._loop.is_closed():
             self._loop = asyncio.new_event_loop()
         return self._loop.run_until_complete(coro)
+
+    def _has_background(self) -> bool:
+        return any(t.meta.background for t in self.registry)
 
     def run(self, task: str | None = None) -> RunResult:
         """:meth:`arun` for code without an event loop."""
