@@ -25,6 +25,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -65,45 +66,6 @@ Loop = Callable[[str, Box, Prompt, str, int, int], Outcome]
 
 def _turns(prompt: Prompt) -> list[str]:
     return [prompt] if isinstance(prompt, str) else list(prompt)
-
-
-def run_ctxline(
-    base_url: str, box: Box, prompt: Prompt, system: str, max_turns: int, max_output: int
-) -> Outcome:
-    return _run_ctxline(
-        base_url, box, prompt, system, max_turns, max_output, builtins=False, model="ctxline"
-    )
-
-
-def run_ctxline_nostatus(
-    base_url: str, box: Box, prompt: Prompt, system: str, max_turns: int, max_output: int
-) -> Outcome:
-    return _run_ctxline(
-        base_url,
-        box,
-        prompt,
-        system,
-        max_turns,
-        max_output,
-        builtins=False,
-        model="ctxline_nostatus",
-        status="off",
-    )
-
-
-def run_ctxline_defaults(
-    base_url: str, box: Box, prompt: Prompt, system: str, max_turns: int, max_output: int
-) -> Outcome:
-    return _run_ctxline(
-        base_url,
-        box,
-        prompt,
-        system,
-        max_turns,
-        max_output,
-        builtins=True,
-        model="ctxline_defaults",
-    )
 
 
 def _run_ctxline(
@@ -274,6 +236,12 @@ def run_sdk(
         )
     return outcome
 
+
+run_ctxline: Loop = partial(_run_ctxline, builtins=False, model="ctxline")
+run_ctxline_nostatus: Loop = partial(
+    _run_ctxline, builtins=False, model="ctxline_nostatus", status="off"
+)
+run_ctxline_defaults: Loop = partial(_run_ctxline, builtins=True, model="ctxline_defaults")
 
 LOOPS: dict[str, Loop] = {
     "ctxline": run_ctxline,
