@@ -324,7 +324,7 @@ def test_an_own_kinds_export_still_refuses_a_plain_import_at_its_line(tmp_path: 
 # --- the comparison's fast path ------------------------------------------------------------
 
 _json = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5),
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=5),
     lambda inner: (
         st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=3), inner, max_size=4)
     ),
