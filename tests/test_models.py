@@ -618,6 +618,10 @@ def test_bare_calls_take_the_leading_run_of_known_calls(
         ('{"name": "save_note", "arguments": {}, "result": "ok"}', []),
         ('{"name": "Mia", "age": 3}', []),
         ('{"name": "save note!", "arguments": {}}', []),
+        # forged names: a tag opener, a look-alike, a newline that would start a line
+        ('{"name": "<ctx-status>", "arguments": {}}', []),
+        ('{"name": "\uff1cctx-rule", "arguments": {}}', []),
+        ('{"name": "read\nstatus: ok", "arguments": {}}', []),
         ('I would call {"name": "save_note", "arguments": {}}', []),
     ],
 )  # fmt: skip

@@ -161,8 +161,9 @@ _NAME = re.compile(r"[A-Za-z_][\w.\-]{0,63}\Z")
 
 
 def _attempted(obj: dict[str, object]) -> bool:
-    """An object shaped only like a call — a name and its arguments, nothing else — that
-    names no offered tool: what a small model writes when it invents a tool's name."""
+    """An object shaped only like a call — an identifier-like name and its arguments,
+    nothing else —, whatever the name: what a small model writes when it invents a tool.
+    A name that could open a tag or break a line (``<``, a newline) is never one."""
     name = obj.get("name")
     return (
         isinstance(name, str)

@@ -247,7 +247,7 @@ class OpenAIClient:
         text = message.content or ""
         if not calls and params.get("tools") and (self.local or "<tool_call>" in text):
             # a local model's call the server left in the text: a <tool_call> block, or
-            # a reply that is only a known tool's JSON (fenced or bare), as small models write
+            # a reply that is only a call's JSON (fenced or bare), as small models write
             text, calls = parse_tool_calls(text, _tool_names(params), any_name=self.local)
         return ModelReply(
             text=text,
