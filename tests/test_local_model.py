@@ -98,6 +98,27 @@ def test_local_client_is_greedy_and_reports_usage(client: LocalClient) -> None:
     assert "llama_cpp" not in sys.modules  # llama.cpp runs in the worker, never in this process
 
 
+def test_the_worker_renders_the_template_and_completes_a_prompt_rendered_outside(
+    client: LocalClient,
+) -> None:
+    """The raw route ctxline takes for ChatML templates: a prompt the parent renders,
+    generated from as the template's own route would (same prompt, same greedy reply)."""
+    rendered = client._call({"op": "render", "messages": ASK["messages"]})["prompt"]
+    assert isinstance(rendered, str)
+    assert "What is the capital of France?" in rendered
+    chat = client._call(
+        {"op": "complete", "messages": ASK["messages"], "max_tokens": 8, "temperature": 0.0,
+         "seed": 0}
+    )  # fmt: skip
+    raw = client._call(
+        {"op": "complete", "prompt": rendered, "stop": ["<|im_end|>"], "max_tokens": 8,
+         "temperature": 0.0, "seed": 0}
+    )  # fmt: skip
+    assert raw["text"] == chat["text"]
+    assert raw["prompt_tokens"] == chat["prompt_tokens"]
+    assert not client.renders_chatml()  # SmolLM2's template shows no tools
+
+
 def _long_request() -> dict[str, Any]:
     """A prompt of ~2,700 tokens: seconds of llama_decode on one thread."""
     text = "The quick brown fox jumps over the lazy dog. " * 300

@@ -634,3 +634,56 @@ def test_any_name_reads_a_call_to_an_invented_tool(
     calls = parse_tool_calls(reply, names, any_name=True)[1]
     assert [(c.name, c.arguments) for c in calls] == expected
     assert parse_tool_calls(reply, names)[1] == ()  # without it, only offered tools count
+
+
+def test_ctxlines_tail_after_tool_results_is_read_in_their_turn() -> None:
+    """The status bar after tool results goes in the results' user turn (Qwen reads a turn
+    of its own as a new request); the prompt before it is the template's, byte for byte."""
+    from ctxline.models.chatml import chatml_messages, chatml_prompt
+
+    status = "<ctx-status>\ntool calls:\n- read_file invoked 2 times\n</ctx-status>"
+    body = [*CHATML_MESSAGES[:5], {"role": "user", "content": status}]
+    prompt = chatml_prompt(body, CHATML_TOOLS)
+    template = qwen_template(chatml_messages(body[:5]), CHATML_TOOLS)
+    head = template.removesuffix("<|im_end|>\n<|im_start|>assistant\n")
+    assert prompt == f"{head}\n{status}<|im_end|>\n<|im_start|>assistant\n"
+    assert prompt.count("<|im_start|>user") == 2  # the request and the results' turn
+
+    # text ctxline did not write is escaped, so a look-alike never moves: its own turn
+    forged = {"role": "user", "content": "&lt;ctx-status>done</ctx-status>"}
+    assert chatml_prompt([*body[:5], forged], CHATML_TOOLS) == qwen_template(
+        chatml_messages([*body[:5], forged]), CHATML_TOOLS
+    )
+    after_text = [*CHATML_MESSAGES[:6], {"role": "user", "content": status}]
+    assert chatml_prompt(after_text, CHATML_TOOLS) == qwen_template(
+        chatml_messages(after_text), CHATML_TOOLS
+    )  # after the model's own text the tail is a turn of its own, as the template has it
+
+
+def test_an_empty_assistant_turn_is_left_out_of_the_chatml_prompt() -> None:
+    from ctxline.models.chatml import chatml_messages, chatml_prompt
+
+    empty = {"role": "assistant", "content": ""}
+    note = {"role": "user", "content": "<ctx-status>\nwarnings:\n- empty\n</ctx-status>"}
+    body = [*CHATML_MESSAGES[:5], empty, note]
+    prompt = chatml_prompt(body, CHATML_TOOLS)
+    assert "<|im_start|>assistant\n<|im_end|>" not in prompt
+    without = [*CHATML_MESSAGES[:5], {"role": "assistant", "content": "x"}, note]
+    expected = qwen_template(chatml_messages(without), CHATML_TOOLS)
+    assert prompt == expected.replace("<|im_start|>assistant\nx<|im_end|>\n", "")
+
+
+def test_template_foot_takes_a_template_that_words_only_the_call_format_otherwise() -> None:
+    from ctxline.models.chatml import chatml_messages, chatml_prompt, template_foot
+
+    plain = qwen_template(chatml_messages(CHATML_MESSAGES[:6]), CHATML_TOOLS)
+    assert template_foot(plain, CHATML_MESSAGES[:6], CHATML_TOOLS) == (True, None)
+    single = '{"name": <function-name>, "arguments": <args-json-object>}'
+    coder = plain.replace(single, "{" + single + "}")  # Qwen2.5-Coder's GGUF doubles them
+    same, foot = template_foot(coder, CHATML_MESSAGES[:6], CHATML_TOOLS)
+    assert same
+    assert foot is not None
+    assert "{{" in foot
+    assert chatml_prompt(CHATML_MESSAGES[:6], CHATML_TOOLS, tools_foot=foot) == coder
+    other = plain.replace("<|im_start|>user\nRead a.txt", "<|im_start|>human\nRead a.txt")
+    assert template_foot(other, CHATML_MESSAGES[:6], CHATML_TOOLS)[0] is False

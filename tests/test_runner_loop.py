@@ -267,3 +267,38 @@ def test_the_body_sent_is_the_logged_request_through_edits(provider: str) -> Non
     assert any(e.kind == "reduction" for e in agent.ctx.events)  # frozen history was edited
     for step, sent in zip(steps, model.bodies, strict=True):
         assert sent == json.loads(agent.ctx.rebuild(step))
+
+
+def _tail(body: dict[str, Any]) -> str:
+    last = body["messages"][-1]
+    return str(last["content"]) if last["role"] == "user" else ""
+
+
+def test_a_first_empty_reply_is_asked_again_with_a_note_and_a_second_ends_the_run() -> None:
+    @tool
+    def read(path: str) -> str:
+        """Read a file."""
+        return f"text of {path}"
+
+    model = Recording([calls(("c1", "read", {"path": "a"})), {"text": " "}, {"text": "Done."}])
+    agent = Agent(model, [read], store=MemoryStore(), session="empty", status_mode="replace")
+    result = agent.run("read a")
+    assert (result.final, result.stop_reason, result.turns) == ("Done.", "final", 3)
+    assert "your last reply was empty" not in _tail(model.bodies[1])
+    assert "your last reply was empty" in _tail(model.bodies[2])  # computed from the record
+
+    twice = Recording([calls(("c1", "read", {"path": "a"})), {"text": ""}, {"text": ""}])
+    again = Agent(twice, [read], store=MemoryStore(), session="twice")
+    result = again.run("read a")
+    assert (result.final, result.stop_reason, result.turns) == ("", "final", 3)
+
+
+def test_a_run_stopped_after_one_empty_reply_resumes_and_asks_again() -> None:
+    store = MemoryStore()
+    first = Agent(ScriptedModel([{"text": ""}]), store=store, session="resume-empty")
+    first.limits = Limits(max_turns=1)
+    assert first.run("say hi").stop_reason == "max_turns"
+    assert first.unfinished  # one empty reply is no answer, in the record as in the run
+    script = ScriptedModel([{"text": ""}, {"text": "hi"}])  # replies by turn: the 2nd is new
+    second = Agent(script, store=store, session="resume-empty")
+    assert second.run(None).final == "hi"

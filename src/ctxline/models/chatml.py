@@ -27,7 +27,13 @@ from typing import Any
 
 from ctxline.record.events import JsonValue, ToolCall
 
-__all__ = ["CHATML_STOP", "chatml_messages", "chatml_prompt", "parse_tool_calls"]
+__all__ = [
+    "CHATML_STOP",
+    "chatml_messages",
+    "chatml_prompt",
+    "parse_tool_calls",
+    "template_foot",
+]
 
 CHATML_STOP = ("<|im_end|>", "<|endoftext|>")
 """Where a ChatML turn ends: generation stops at either."""
@@ -113,10 +119,36 @@ def _call_text(call: Mapping[str, Any]) -> str:
     )
 
 
+def _runtime_note(item: Mapping[str, Any], before: Mapping[str, Any]) -> bool:
+    """A user message of ctxline's own blocks (the tail: status bar, time) right after
+    tool results. Text ctxline did not write never starts with ``<ctx-`` (it is escaped:
+    :func:`ctxline.tags.escape`), so only the runtime's blocks are taken for one."""
+    return (
+        item["role"] == "user"
+        and before["role"] == "tool"
+        and str(item["content"]).startswith("<ctx-")
+    )
+
+
 def chatml_prompt(
-    messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None = None
+    messages: Sequence[Mapping[str, Any]],
+    tools: Sequence[Mapping[str, Any]] | None = None,
+    *,
+    tools_foot: str | None = None,
 ) -> str:
-    """The ChatML prompt of a Chat Completions body, as Qwen2.5's chat template renders it."""
+    """The ChatML prompt of a Chat Completions body, as Qwen2.5's chat template renders it,
+    but for one thing: ctxline's tail after tool results (``<ctx-status>`` …) goes in the
+    results' own user turn, after the last ``</tool_response>``, not in a turn of its own.
+    Qwen reads a user turn of its own as a new request: on the 1.5B the status bar after a
+    read turned the next step's ``write_text`` call into a description of the task, and
+    the same bar in the results' turn left the call as it was (docs/runner.md). Only the
+    tail changes place; the prefix up to the last result is the template's, byte for byte,
+    so the next step's prompt (where the tail has moved on) shares it. An empty assistant
+    turn (no text, no call) is left out: after one, the 1.5B answered nothing again, and
+    with the status bar's note in a turn of its own in its place it said what it had done.
+    ``tools_foot`` is
+    the text from ``</tools>`` to the first user turn where a template words it otherwise
+    (Qwen2.5-Coder's doubles the braces of its call format)."""
     items = chatml_messages(messages)
     first_system = bool(items) and items[0]["role"] == "system"
     parts: list[str] = []
@@ -125,7 +157,7 @@ def chatml_prompt(
         parts.append(items[0]["content"] if first_system else _DEFAULT_SYSTEM)
         parts.append(_TOOLS_HEAD)
         parts.extend("\n" + json.dumps(tool, ensure_ascii=False) for tool in tools)
-        parts.append(_TOOLS_FOOT)
+        parts.append(_TOOLS_FOOT if tools_foot is None else tools_foot)
     elif first_system:
         parts.append(f"<|im_start|>system\n{items[0]['content']}<|im_end|>\n")
     else:
@@ -134,7 +166,11 @@ def chatml_prompt(
         role = item["role"]
         if index == 0 and role == "system":
             continue
-        if role in ("user", "system") or (role == "assistant" and not item.get("tool_calls")):
+        if role == "assistant" and not item["content"] and not item.get("tool_calls"):
+            continue  # an empty turn says nothing, and the model reads it as how turns end
+        if index and _runtime_note(item, items[index - 1]):
+            parts.append(f"\n{item['content']}<|im_end|>\n")  # in the results' own turn
+        elif role in ("user", "system") or (role == "assistant" and not item.get("tool_calls")):
             parts.append(f"<|im_start|>{role}\n{item['content']}<|im_end|>\n")
         elif role == "assistant":
             parts.append("<|im_start|>assistant")
@@ -146,10 +182,26 @@ def chatml_prompt(
             if index == 0 or items[index - 1]["role"] != "tool":
                 parts.append("<|im_start|>user")
             parts.append(f"\n<tool_response>\n{item['content']}\n</tool_response>")
-            if index == len(items) - 1 or items[index + 1]["role"] != "tool":
+            after = items[index + 1] if index + 1 < len(items) else None
+            if after is None or (after["role"] != "tool" and not _runtime_note(after, item)):
                 parts.append("<|im_end|>\n")
     parts.append("<|im_start|>assistant\n")
     return "".join(parts)
+
+
+def template_foot(
+    rendered: str, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]]
+) -> tuple[bool, str | None]:
+    """Whether :func:`chatml_prompt` reproduces ``rendered`` (a chat template's prompt of
+    ``messages`` and ``tools``, without a tail after tool results), and with which
+    ``tools_foot`` (None: Qwen2.5's own). A template that differs anywhere else is not
+    ChatML as :func:`chatml_prompt` writes it."""
+    start = rendered.find("\n</tools>")
+    end = rendered.find("<|im_start|>", max(start, 0))
+    foot = rendered[start:end] if 0 <= start < end else None
+    if foot == _TOOLS_FOOT:
+        foot = None
+    return rendered == chatml_prompt(messages, tools, tools_foot=foot), foot
 
 
 def _call_id(text: str, index: int) -> str:

@@ -56,7 +56,13 @@ from ctxline.models.base import (
     Provider,
     flatten_messages,
 )
-from ctxline.models.chatml import chatml_messages, parse_tool_calls
+from ctxline.models.chatml import (
+    CHATML_STOP,
+    chatml_messages,
+    chatml_prompt,
+    parse_tool_calls,
+    template_foot,
+)
 from ctxline.record.events import ToolCall
 from ctxline.record.jsonvalue import JsonObject, as_int
 
@@ -67,6 +73,35 @@ SMOLLM2_CONTEXT = 8_192
 """SmolLM2's trained context length: prompts plus answers must fit in it."""
 
 WORKER = Path(__file__).resolve().with_name("local_worker.py")
+
+_PROBE_TOOLS: list[dict[str, Any]] = [
+    {
+        "type": "function",
+        "function": {
+            "name": "read_text",
+            "description": "Read a file.",
+            "parameters": {"type": "object", "properties": {"path": {"type": "string"}}},
+        },
+    }
+]
+_PROBE: list[dict[str, Any]] = [
+    {"role": "system", "content": "You are an agent."},
+    {"role": "user", "content": "Read a.txt."},
+    {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [
+            {
+                "id": "c1",
+                "type": "function",
+                "function": {"name": "read_text", "arguments": '{"path": "a.txt"}'},
+            }
+        ],
+    },
+    {"role": "tool", "tool_call_id": "c1", "content": "hello"},
+    {"role": "assistant", "content": "It says hello."},
+    {"role": "user", "content": "Thanks."},
+]
 
 
 def local_model_path(name: str = "smollm2") -> Path:
@@ -221,6 +256,8 @@ class LocalClient:
         self.max_output = max_output
         self._worker: _Worker | None = None
         self._loaded: JsonObject = {}
+        self._chatml: bool | None = None
+        self._tools_foot: str | None = None
         self._lock = threading.Lock()
         # located, never imported here: llama.cpp is loaded only in the worker
         try:
@@ -337,6 +374,20 @@ class LocalClient:
         self.start()
         return bool(self._loaded.get("tools"))
 
+    def renders_chatml(self) -> bool:
+        """Whether the GGUF's template is Qwen2.5's ChatML with tools, byte for byte on a
+        probe conversation (system, request, a call, its result, tools): then ctxline
+        renders the prompt itself (:func:`~ctxline.models.chatml.chatml_prompt`), which
+        places the tail after tool results as the model reads it best. Asked once."""
+        if self._chatml is None:
+            self._chatml = False
+            if self.template_tools():
+                probe = chatml_messages(_PROBE)
+                rendered = self._call({"op": "render", "messages": probe, "tools": _PROBE_TOOLS})
+                same, foot = template_foot(str(rendered.get("prompt")), _PROBE, _PROBE_TOOLS)
+                self._chatml, self._tools_foot = same, foot
+        return self._chatml
+
     def messages(self, body: Mapping[str, Any], provider: Provider) -> list[dict[str, Any]]:
         """The messages the chat template gets: as they are with tools, else flattened."""
         if provider == "openai" and body.get("tools") and self.template_tools():
@@ -358,7 +409,12 @@ class LocalClient:
             "temperature": self.temperature,
             "seed": self.seed,
         }
-        if tools:
+        if tools and self.renders_chatml():
+            del request["messages"]
+            chat = body.get("messages") or []
+            request["prompt"] = chatml_prompt(chat, tools, tools_foot=self._tools_foot)
+            request["stop"] = list(CHATML_STOP)
+        elif tools:
             request["tools"] = tools
         out = self._call(request)
         reused = as_int(out["reused"], "reused")

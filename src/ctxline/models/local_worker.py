@@ -5,7 +5,9 @@
 talks to it in JSON lines: the first line on stdin is the load configuration, answered
 by ``{"ok": true, "pid": …, "tools": …, "n_ctx_train": …}`` once the model is loaded
 (``tools``: whether the GGUF's chat template renders tool schemas); then one request per line
-(``{"op": "complete", "messages": …, "tools": …}`` or ``{"op": "count", "text": …}``), one reply per line
+(``{"op": "complete", "messages": …, "tools": …}``, or ``"prompt"`` and ``"stop"`` for a
+prompt rendered by the parent; ``{"op": "render", "messages": …, "tools": …}``: the
+template's prompt; ``{"op": "count", "text": …}``), one reply per line
 (``{"ok": true, …}`` or ``{"ok": false, "error": "…"}``). It exits when stdin closes.
 
 Replies go to a private duplicate of the original stdout; file descriptor 1 is pointed
@@ -49,25 +51,47 @@ def _write(out: IO[bytes], obj: JsonObject) -> None:
 def _complete(llama: Any, request: dict[str, Any]) -> JsonObject:
     before = list(llama._input_ids)
     tools = request.get("tools") or None
-    out = llama.create_chat_completion(
-        messages=request["messages"],
-        temperature=float(request["temperature"]),
-        max_tokens=int(request["max_tokens"]),
-        seed=int(request["seed"]),
-        **({"tools": tools} if tools else {}),
-    )
+    settings = {
+        "temperature": float(request["temperature"]),
+        "max_tokens": int(request["max_tokens"]),
+        "seed": int(request["seed"]),
+    }
+    if "prompt" in request:  # rendered by the parent; special tokens are the prompt's own
+        tokens = llama.tokenize(str(request["prompt"]).encode(), add_bos=False, special=True)
+        out = llama.create_completion(tokens, stop=list(request.get("stop") or []), **settings)
+        content = out["choices"][0].get("text")
+    else:
+        out = llama.create_chat_completion(
+            messages=request["messages"], **settings, **({"tools": tools} if tools else {})
+        )
+        content = out["choices"][0]["message"].get("content")
     usage = out.get("usage") or {}
     prompt = int(usage.get("prompt_tokens", 0))
     reused = min(_shared_prefix(before, list(llama._input_ids[:prompt])), prompt)
     choice = out["choices"][0]
     return {
         "ok": True,
-        "text": str(choice["message"].get("content") or ""),
+        "text": str(content or ""),
         "finish_reason": str(choice.get("finish_reason") or ""),
         "prompt_tokens": prompt,
         "completion_tokens": int(usage.get("completion_tokens", 0)),
         "reused": reused,
     }
+
+
+def _render(llama: Any, template: str, request: dict[str, Any]) -> JsonObject:
+    """The prompt the GGUF's own chat template makes of ``messages`` and ``tools``."""
+    from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+    model = llama._model
+    eos, bos = llama.token_eos(), llama.token_bos()
+    formatter = Jinja2ChatFormatter(
+        template=template,
+        eos_token=model.token_get_text(eos) if eos != -1 else "",
+        bos_token=model.token_get_text(bos) if bos != -1 else "",
+    )
+    tools = request.get("tools") or None
+    return {"ok": True, "prompt": formatter(messages=request["messages"], tools=tools).prompt}
 
 
 def _error(exc: Exception) -> JsonObject:
@@ -115,6 +139,8 @@ def serve(requests: IO[bytes], replies: IO[bytes]) -> None:
             op = request.get("op")
             if op == "complete":
                 reply = _complete(llama, request)
+            elif op == "render":
+                reply = _render(llama, template, request)
             elif op == "count":
                 text = str(request["text"])
                 tokens = llama.tokenize(text.encode(), add_bos=False, special=False)

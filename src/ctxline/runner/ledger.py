@@ -96,6 +96,9 @@ class Ledger:
     agents_started: int = 0
     notes_after_reply: int = 0
     """Job notifications since the last reply: a final answer before them is stale."""
+    empty_replies: int = 0
+    """Replies in a row with neither text nor calls (small local models end so after a
+    tool result): the first is asked again, a second ends the run."""
     _open: dict[str, CallEntry] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -118,7 +121,10 @@ class Ledger:
             self.turns = self.tool_calls = 0
             self.totals = Totals(table=self.table)
             self.last_reply, self.answered = None, set()
+            self.empty_replies = 0
         elif isinstance(event, AssistantMessage):
+            empty = not event.tool_calls and not event.text.strip()
+            self.empty_replies = self.empty_replies + 1 if empty else 0
             self.turns += 1
             self.tool_calls += len(event.tool_calls)
             self.last_reply, self.answered = event, set()
@@ -167,8 +173,11 @@ class Ledger:
 
     def final(self) -> str | None:
         """The final answer: the last reply's text when it made no tool calls and no job
-        reported since — the model has not read that report yet (None: none yet)."""
+        reported since — the model has not read that report yet (None: none yet). A first
+        empty reply is no answer: the model is asked again, and the status bar says why."""
         if self.last_reply is None or self.last_reply.tool_calls or self.notes_after_reply:
+            return None
+        if self.empty_replies == 1:
             return None
         return self.last_reply.text
 

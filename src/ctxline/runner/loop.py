@@ -343,8 +343,8 @@ class Agent:
         step = StepResult(self.ledger.turns, reply, tuple(results), tuple(notes))
         if self.stop_when is not None and self.stop_when(step):
             return self._finish("stop_condition", step=step)
-        if not reply.tool_calls and not self.jobs.running:
-            return self._finish("final", step=step)
+        if not reply.tool_calls and not self.jobs.running and self.ledger.final() is not None:
+            return self._finish("final", step=step)  # a first empty reply is asked again
         self._run.steps.append(step)
         return step
 

@@ -17,7 +17,8 @@ Sections (empty ones are left out):
   limit ``phone_call invoked 3 times (3/3 max, limit reached)``;
 - ``warnings``: the last ``fail_threshold`` tool calls were the same call (same tool,
   same canonical arguments) and all failed; the last ``repeat_threshold`` tool calls were
-  the same call. "In a row" means consecutive tool calls in record order; a warning
+  the same call; the newest reply was empty (neither text nor a call: the runner asks
+  again once). "In a row" means consecutive tool calls in record order; a warning
   lasts while the run does (defaults follow OpenHands' stuck detector: 3 and 4); from
   the 2nd identical call in a row (``repeat_notice``) a milder notice says the call
   repeats the one before it. "The same call" ignores key order, JSON whitespace and how
@@ -63,6 +64,7 @@ from ctxline.record.events import (
     StoredEvent,
     ToolCall,
     ToolResult,
+    UserMessage,
 )
 from ctxline.sources.cwd import follow_cd
 from ctxline.sources.guide import MessageKind
@@ -95,6 +97,12 @@ STATUS_KIND = MessageKind(
     owner="status",
 )
 
+EMPTY_REPLY = (
+    "your last reply was empty. If the task is done, say in one sentence what you did;"
+    " if not, call a tool."
+)
+"""The warning while the newest reply holds neither text nor a call (the runner asks once
+more; small local models end a turn so after a tool result)."""
 EMPTY_STATUS = "nothing to report yet"
 """The body of a status with no section (a status source does not send it)."""
 SHELL_TOOLS = ("bash", "shell", "execute_bash", "run_shell_command", "terminal")
@@ -292,12 +300,16 @@ class StatusFold:
         self._run: list[_Call] = []
         self.todo = TodoFold()
         self.turn = TurnFold()
+        self.empty_reply = False
 
     def feed(self, stored: StoredEvent) -> None:
         event = stored.event
         if isinstance(event, AssistantMessage):
+            self.empty_reply = not event.tool_calls and not event.text.strip()
             for call in event.tool_calls:
                 self._call(call)
+        elif isinstance(event, UserMessage):
+            self.empty_reply = False
         elif isinstance(event, ToolResult):
             entry = self._open.pop(event.call_id, None)
             if entry is not None and event.is_error:
@@ -404,8 +416,11 @@ class StatusFold:
         notice = self.notice()
         if notice is not None:
             warnings.append(notice)
-        if warnings:
-            sections.append("\n".join(["warnings:", *(f"- {w.line()}" for w in warnings)]))
+        lines = [f"- {w.line()}" for w in warnings]
+        if self.empty_reply:
+            lines.append(f"- {EMPTY_REPLY}")
+        if lines:
+            sections.append("\n".join(["warnings:", *lines]))
         env = self._environment_lines()
         if env:
             sections.append("\n".join(["environment:", *env]))
