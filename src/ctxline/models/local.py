@@ -22,7 +22,11 @@ Tools: when the body offers tools and the GGUF's own chat template renders them 
 mentions ``tools``, as Qwen2.5's and Hermes' do), the messages go to the template as they
 are (:func:`~ctxline.models.chatml.chatml_messages`: string content, arguments as
 objects) with the tool schemas, and the calls are read back from the reply's
-``<tool_call>`` blocks (:func:`~ctxline.models.chatml.parse_tool_calls`). A template
+``<tool_call>`` blocks (:func:`~ctxline.models.chatml.parse_tool_calls`). Where that
+template is Qwen2.5's ChatML — checked once, byte for byte, on a probe conversation the
+worker renders with it (:meth:`LocalClient.renders_chatml`) — ctxline renders the prompt
+itself (:func:`~ctxline.models.chatml.chatml_prompt`), which puts ctxline's tail after
+tool results in the results' own turn, where the model reads it as part of them. A template
 without tools (SmolLM2's) gets the body flattened to plain chat messages
 (:func:`~ctxline.models.base.flatten_messages`), tool schemas not shown. Usage is llama.cpp's: ``input`` is the prompt's
 tokens in the model's tokenizer, ``cache_read`` the prefix reused from the previous
