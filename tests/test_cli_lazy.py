@@ -118,7 +118,8 @@ def test_lazy_commands_import_on_lookup_and_harden() -> None:
     commands = LazyCommands({"prepare": "ctxline.cli.prepare:prepare_cmd"})
     commands["plain"] = plain
     assert list(commands) == ["prepare", "plain"]
-    assert "prepare" in commands and "missing" not in commands
+    assert "prepare" in commands
+    assert "missing" not in commands
     assert len(commands) == 2
     assert commands.get("missing") is None
     assert commands["prepare"].name == "prepare"
@@ -133,5 +134,5 @@ def test_lazy_commands_import_on_lookup_and_harden() -> None:
 
 @click.command("unhardened")
 @click.option("--ratio", type=float)
-def _UNHARDENED(ratio: float | None) -> None:  # noqa: N802 - a module attribute for the test
+def _UNHARDENED(ratio: float | None) -> None:  # a module attribute for the test
     """A command with click's plain float."""
