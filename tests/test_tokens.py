@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import lzma
 import os
@@ -190,6 +191,26 @@ def test_the_python_copy_of_the_ranks_is_dropped_and_pickling_reloads_by_name(
     again = pickle.loads(pickle.dumps(ours))
     assert again is ours
     assert again.encode_ordinary("hello world") == ours.encode_ordinary("hello world")
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 64, 1 << 16])
+def test_ranks_parsed_a_chunk_at_a_time_are_the_whole_file(
+    monkeypatch: pytest.MonkeyPatch, chunk: int
+) -> None:
+    """The rank file is split a chunk of whole lines at a time (issue 25: its 400,000 fields
+    as one list were 30 MB beside the dict): every boundary, and a last line without its
+    newline, gives the ranks a single split gives; a field left over is still refused."""
+    monkeypatch.setattr(tf, "_PARSE_CHUNK", chunk)
+    data = lzma.decompress((BUNDLED / "cl100k_base.tiktoken.xz").read_bytes())[:20_000]
+    data = data[: data.rindex(b"\n")]  # no newline after the last line
+    fields = data.split()
+    whole = {base64.b64decode(k): int(v) for k, v in zip(fields[::2], fields[1::2], strict=True)}
+    assert tf._parse_ranks(data, Path("x")) == whole
+    assert len(whole) > 1000
+    with pytest.raises(TokenizerUnavailable, match="malformed rank file"):
+        tf._parse_ranks(data + b"\nQUJD", Path("x"))
+    with pytest.raises(TokenizerUnavailable, match="malformed rank line"):
+        tf._parse_ranks(b"QUJD 1\nQUJD x\n", Path("x"))
 
 
 @pytest.mark.parametrize("name", EXACT)

@@ -65,11 +65,17 @@ from ctxline.record.events import (
     UnknownEvent,
     UserMessage,
 )
-from ctxline.runner.jobs import JOBS_KIND
 from ctxline.skills.source import READ_SKILL
 from ctxline.sources.current import CURRENT_KIND
 from ctxline.sources.dynamic import DYNAMIC_KIND
-from ctxline.sources.guide import CORE_KINDS, GUIDE_HEADING, GUIDE_INTRO, MessageKind, guide_version
+from ctxline.sources.guide import (
+    CORE_KINDS,
+    GUIDE_HEADING,
+    GUIDE_INTRO,
+    JOBS_KIND,
+    MessageKind,
+    guide_version,
+)
 from ctxline.sources.slots import ENV_KIND
 from ctxline.sources.status import STATUS_KIND
 from ctxline.sources.status_check import StatusChecker

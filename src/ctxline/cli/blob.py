@@ -15,6 +15,7 @@ from pathlib import Path
 import click
 
 from ctxline.cli.common import db_option, fail, one_line_errors
+from ctxline.cli.options import harden
 from ctxline.errors import ValidationError
 from ctxline.record.blobs import parse_ref
 from ctxline.record.store import open_store
@@ -64,3 +65,7 @@ def blob_cmd(handle: str, page: int, page_chars: int, raw: bool, db: str) -> Non
     if not result.ok:
         fail(result.message)
     click.echo(render_page(result))
+
+
+# hardened where defined, as the ctxline group would: imported directly, it refuses the same
+harden(blob_cmd)

@@ -16,6 +16,7 @@ from rich.markup import escape
 
 from ctxline.cli.common import fail, one_line_errors
 from ctxline.cli.hints import explain_model_error, is_endpoint_error
+from ctxline.cli.options import harden
 from ctxline.context import BUILTIN_TOOLS
 from ctxline.models import make_client
 from ctxline.record.events import ModelUsage
@@ -124,3 +125,7 @@ def _show(step: StepResult, agent: Agent, name: str, console: Console, seconds: 
     )
     for result in step.results:
         console.print(f"[dim]tool {escape(result.name)} → {len(result.content)} characters[/dim]")
+
+
+# hardened where defined, as the ctxline group would: imported directly, it refuses the same
+harden(chat_cmd)

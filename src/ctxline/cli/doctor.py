@@ -16,6 +16,7 @@ from pathlib import Path
 import click
 
 from ctxline.cli.common import db_option, fail, one_line_errors
+from ctxline.cli.options import harden
 from ctxline.record.doctor import run_doctor
 
 __all__ = ["doctor_cmd"]
@@ -71,3 +72,7 @@ def doctor_cmd(
     if not report.healthy:
         fail(f"{len(report.problems)} problem(s) found in {report.db}")
     sys.exit(0)
+
+
+# hardened where defined, as the ctxline group would: imported directly, it refuses the same
+harden(doctor_cmd)

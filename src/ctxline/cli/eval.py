@@ -22,6 +22,7 @@ from rich.table import Table
 
 from ctxline.cli.common import bounded_int, one_line_errors
 from ctxline.cli.hints import explain_model_error, is_endpoint_error
+from ctxline.cli.options import harden
 from ctxline.errors import CtxlineError
 from ctxline.eval import FAMILIES, VIEWS, EvalConfig, run_eval
 from ctxline.eval.report import html_report
@@ -203,3 +204,5 @@ def eval_cmd(
             )
 
 
+# hardened where defined, as the ctxline group would: imported directly, it refuses the same
+harden(eval_cmd)

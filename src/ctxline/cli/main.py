@@ -21,20 +21,8 @@ from rich.text import Text
 
 from ctxline import __version__
 from ctxline.cli import stream
-from ctxline.cli.blob import blob_cmd
-from ctxline.cli.chat import chat_cmd
 from ctxline.cli.common import CtxlineGroup, cell, db_option, iter_jsonl, one_line, one_line_errors
-from ctxline.cli.doctor import doctor_cmd
-from ctxline.cli.eval import eval_cmd
-from ctxline.cli.mcp import mcp_cmd
-from ctxline.cli.memory import memory_group
-from ctxline.cli.prepare import prepare_cmd, request_cmd, requests_cmd
-from ctxline.cli.replay import replay_cmd
-from ctxline.cli.run import run_cmd
-from ctxline.cli.search import search_cmd
-from ctxline.cli.serve import serve_cmd
-from ctxline.cli.skills import skills_group
-from ctxline.cli.tools import tools_group
+from ctxline.cli.lazy import LazyCommands
 from ctxline.errors import (
     Conflict,
     UnknownSession,
@@ -64,7 +52,32 @@ def _open(db: str, *, read_only: bool = False) -> Store:
     return open_store(db, read_only=read_only)
 
 
-@click.group(cls=CtxlineGroup, context_settings={"help_option_names": ["-h", "--help"]})
+# Imported when looked up (run, --help), not at start: ``ctxline append`` of a 50 MB line
+# does not carry the runner, pydantic and asyncio (ctxline.cli.lazy).
+_LAZY = {
+    "prepare": "ctxline.cli.prepare:prepare_cmd",
+    "requests": "ctxline.cli.prepare:requests_cmd",
+    "request": "ctxline.cli.prepare:request_cmd",
+    "replay": "ctxline.cli.replay:replay_cmd",
+    "blob": "ctxline.cli.blob:blob_cmd",
+    "search": "ctxline.cli.search:search_cmd",
+    "doctor": "ctxline.cli.doctor:doctor_cmd",
+    "eval": "ctxline.cli.eval:eval_cmd",
+    "chat": "ctxline.cli.chat:chat_cmd",
+    "run": "ctxline.cli.run:run_cmd",
+    "mcp": "ctxline.cli.mcp:mcp_cmd",
+    "serve": "ctxline.cli.serve:serve_cmd",
+    "tools": "ctxline.cli.tools:tools_group",
+    "skills": "ctxline.cli.skills:skills_group",
+    "memory": "ctxline.cli.memory:memory_group",
+}
+
+
+@click.group(
+    cls=CtxlineGroup,
+    commands=LazyCommands(_LAZY),
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
 @click.version_option(__version__, prog_name="ctxline")
 def main() -> None:
     """ctxline: a durable record of what your agent did, and the exact request it sees."""
@@ -360,22 +373,6 @@ def fork_cmd(session: str, timeline: str, at_seq: int, name: str, db: str) -> No
         f"created timeline {info.name} of {session}: forked from {info.parent} at seq {info.fork_seq}"
     )
 
-
-main.add_command(prepare_cmd)
-main.add_command(requests_cmd)
-main.add_command(request_cmd)
-main.add_command(replay_cmd)
-main.add_command(blob_cmd)
-main.add_command(search_cmd)
-main.add_command(doctor_cmd)
-main.add_command(eval_cmd)
-main.add_command(chat_cmd)
-main.add_command(run_cmd)
-main.add_command(mcp_cmd)
-main.add_command(serve_cmd)
-main.add_command(tools_group)
-main.add_command(skills_group)
-main.add_command(memory_group)
 
 if __name__ == "__main__":  # pragma: no cover
     main()

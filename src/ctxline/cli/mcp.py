@@ -12,6 +12,7 @@ from __future__ import annotations
 import click
 
 from ctxline.cli.common import db_option, fail, one_line_errors
+from ctxline.cli.options import harden
 from ctxline.context import Context
 from ctxline.models.base import MissingExtra
 from ctxline.record.store import MAIN, open_store
@@ -39,3 +40,7 @@ def mcp_cmd(db: str, session: str, timeline: str, todo: bool) -> None:
             anyio.run(lambda: serve_stdio(ctx, todo=todo))
         finally:
             store.close()
+
+
+# hardened where defined, as the ctxline group would: imported directly, it refuses the same
+harden(mcp_cmd)

@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 import click
 
 from ctxline.cli.common import db_option, one_line, one_line_errors
+from ctxline.cli.options import harden
 from ctxline.memory.source import Memory, describe
 from ctxline.record.store import open_store
 from ctxline.record.store.memories import SCOPES, MemoryEntry
@@ -193,3 +194,7 @@ def list_cmd(
             f" {named}; leave the filter out to list every owner)",
             err=True,
         )
+
+
+# hardened where defined, as the ctxline group would: imported directly, it refuses the same
+harden(memory_group)

@@ -27,6 +27,7 @@ from ctxline.cli.common import (
     status_config,
     status_options,
 )
+from ctxline.cli.options import harden
 from ctxline.context import Context
 from ctxline.errors import ValidationError
 from ctxline.record.codec import canonical_json, parse_at
@@ -242,3 +243,9 @@ def request_cmd(session: str, timeline: str, step: int, db: str) -> None:
     out = sys.stdout.buffer
     out.write(body + (b"\n" if sys.stdout.isatty() else b""))  # piped: exactly the logged bytes
     out.flush()
+
+
+# hardened where defined, as the ctxline group would: imported directly, it refuses the same
+harden(prepare_cmd)
+harden(requests_cmd)
+harden(request_cmd)

@@ -30,6 +30,7 @@ from ctxline.cli.common import (
     status_config,
     status_options,
 )
+from ctxline.cli.options import harden
 from ctxline.errors import ValidationError
 from ctxline.importers import FORMATS, load_tree
 from ctxline.record.jsonvalue import JsonValue
@@ -235,3 +236,7 @@ def _print_summary(summary: Mapping[str, JsonValue], db: str) -> None:
         f"sessions and every logged request are in {db}; see `ctxline requests --db {db} --session ID`",
         highlight=False,
     )
+
+
+# hardened where defined, as the ctxline group would: imported directly, it refuses the same
+harden(replay_cmd)

@@ -33,6 +33,7 @@ from rich.markup import escape
 
 from ctxline.cli.common import db_option, fail, one_line, one_line_errors
 from ctxline.cli.hints import close_matches, explain_model_error, is_endpoint_error
+from ctxline.cli.options import harden
 from ctxline.cli.tool_loader import load_tools
 from ctxline.errors import ValidationError
 from ctxline.models import make_client
@@ -415,3 +416,7 @@ def _to_record(opts: dict[str, Any], root: Path) -> dict[str, Any]:
     out["tool_specs"] = list(opts["tool_specs"])
     out["no_builtin"] = list(opts["no_builtin"])
     return out
+
+
+# hardened where defined, as the ctxline group would: imported directly, it refuses the same
+harden(run_cmd)

@@ -11,6 +11,7 @@ import json
 import click
 
 from ctxline.cli.common import db_option, one_line_errors
+from ctxline.cli.options import harden
 from ctxline.record.store import MAIN, open_store
 from ctxline.tools.search_history import DEFAULT_LIMIT, render_hits
 
@@ -46,3 +47,7 @@ def search_cmd(query: str, session: str, timeline: str, limit: int, db: str, as_
         click.echo(json.dumps(rows, ensure_ascii=False))
         return
     click.echo(render_hits(query, hits))
+
+
+# hardened where defined, as the ctxline group would: imported directly, it refuses the same
+harden(search_cmd)

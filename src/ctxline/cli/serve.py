@@ -15,6 +15,7 @@ import importlib.util
 import click
 
 from ctxline.cli.common import db_option, fail, one_line_errors
+from ctxline.cli.options import harden
 
 __all__ = ["WEB_MODULES", "serve_cmd"]
 
@@ -67,3 +68,7 @@ def serve_cmd(db: str, host: str, port: int) -> None:
             uvicorn.Config(create_app(record, host=host), log_level="warning", lifespan="off")
         )
         server.run(sockets=[sock])
+
+
+# hardened where defined, as the ctxline group would: imported directly, it refuses the same
+harden(serve_cmd)

@@ -12,6 +12,7 @@ from pathlib import Path
 import click
 
 from ctxline.cli.common import one_line, one_line_errors
+from ctxline.cli.options import harden
 from ctxline.skills.source import Skills
 
 __all__ = ["skills_group"]
@@ -88,3 +89,7 @@ def show_cmd(name: str, folder: Path, as_json: bool) -> None:
     click.echo(one_line(f"files: {', '.join(skill.files()) or 'none'}"))
     click.echo("")
     click.echo("\n".join(one_line(line) for line in skill.body.split("\n")))
+
+
+# hardened where defined, as the ctxline group would: imported directly, it refuses the same
+harden(skills_group)

@@ -16,6 +16,7 @@ from pathlib import Path
 import click
 
 from ctxline.cli.common import one_line, one_line_errors
+from ctxline.cli.options import harden
 from ctxline.discovery.catalog import load_catalog
 from ctxline.discovery.source import MAX_SEARCH
 from ctxline.errors import ValidationError
@@ -66,3 +67,7 @@ def search_cmd(query: str, catalog_path: Path, limit: int, as_json: bool) -> Non
         click.echo(
             f"{h.name}  [{one_line(h.entry.group)}]  {h.score:.3f}  {one_line(h.entry.summary())}"
         )
+
+
+# hardened where defined, as the ctxline group would: imported directly, it refuses the same
+harden(tools_group)

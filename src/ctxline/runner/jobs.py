@@ -28,16 +28,10 @@ from ctxline.record.blobs import BlobStore
 from ctxline.record.events import Event, JsonValue, Notification, StoredEvent, ToolResult
 from ctxline.runner.ledger import JobInfo, runner_meta
 from ctxline.sources.base import BaseSource, Block, SourceStep, StepContext, TailItem
-from ctxline.sources.guide import NOTIFICATION_KIND, MessageKind
+from ctxline.sources.guide import JOBS_KIND, NOTIFICATION_KIND, MessageKind
 
 __all__ = ["JOBS_KIND", "JobManager", "JobsSource", "interrupted_job", "one_line"]
 
-JOBS_KIND = MessageKind(
-    "ctx-jobs",
-    "background jobs you started that are still running",
-    "Each one ends with a <ctx-notification> that has its output; do not poll for it.",
-    owner="jobs",
-)
 PREVIEW_CHARS = 300
 
 

@@ -25,6 +25,7 @@ __all__ = [
     "BRANCH_KIND",
     "CORE_KINDS",
     "GUIDE_HEADING",
+    "JOBS_KIND",
     "NOTIFICATION_KIND",
     "RULE_KIND",
     "STATE_KIND",
@@ -74,6 +75,14 @@ NOTIFICATION_KIND = MessageKind(
     "It is not a new request from the user: relate it to the current task, and read the full "
     "output through its ref only if you need it.",
 )
+JOBS_KIND = MessageKind(
+    "ctx-jobs",
+    "background jobs you started that are still running",
+    "Each one ends with a <ctx-notification> that has its output; do not poll for it.",
+    owner="jobs",
+)
+"""The runner's ``<ctx-jobs>`` block (:class:`~ctxline.runner.jobs.JobsSource`); defined
+here so a restore can name it without importing the runner."""
 BRANCH_KIND = MessageKind(
     "ctx-branch",
     "the identity of the timeline you are on (name, parent, fork point)",
