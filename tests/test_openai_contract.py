@@ -197,6 +197,9 @@ def test_chatml_function_calling_server_gets_ctxlines_own_prompt(tmp_path: Path)
         assert "&lt;" not in prompt
     last = bodies[-1]["prompt"]
     assert "<tool_response>\nbuy milk\n</tool_response>" in last  # results reach the model
+    second = bodies[1]["prompt"]  # the status bar is read in the results' turn, not its own
+    assert "buy milk\n</tool_response>\n<ctx-status>\ntool calls:" in second
+    assert second.count("<|im_start|>user") == 2
     assert '<tool_call>\n{"name": "read_file", "arguments": {"path": "notes.txt"}}' in last
     results = [e.event for e in agent.ctx.events if isinstance(e.event, ToolResult)]
     assert [r.content for r in results] == ["buy milk", "wrote 8 characters"]
