@@ -21,7 +21,8 @@ checkpoint before it (``ctxline.web.checkpoints``, one every ``--every`` events,
 by the first late page); ``--every 0`` measures the cold rebuilds of before (each
 request folded from seq 1). ``first_s`` is each page's first fetch: the first late page
 of a run reads the record up to it through the store (hash-checked) and makes the
-checkpoints; the median is of the fetches after it. Building the 20,000-step session takes about 3 minutes
+checkpoints; the median is of the fetches after it (a step page fetched again takes the
+steps rebuilt the first time: the last 32 are kept, so the median is its template's cost). Building the 20,000-step session takes about 3 minutes
 on 2 cores (it is kept in ``--dir`` and reused when the file is there: pass ``--fresh``
 to rebuild it); the fetches take well under a minute more.
 """
