@@ -10,7 +10,7 @@ Each page is fetched ``--repeat`` times (the median is reported, after one warm-
 fetch), and every long-session figure is also given as a ratio to the short one's.
 
     .venv/bin/python benchmarks/bench_inspector.py [--steps 400,20000] [--repeat 3] [--dir DIR]
-        [--every 2000]
+        [--every 2000] [--pages "middle step,last step"]
 
 Pages: the session page (first and last page of events), the step page of the first,
 middle and last step (each rebuilds its request and the one before it), a late step
@@ -21,7 +21,8 @@ checkpoint before it (``ctxline.web.checkpoints``, one every ``--every`` events,
 by the first late page); ``--every 0`` measures the cold rebuilds of before (each
 request folded from seq 1). ``first_s`` is each page's first fetch: the first late page
 of a run reads the record up to it through the store (hash-checked) and makes the
-checkpoints; the median is of the fetches after it. Building the 20,000-step session takes about 3 minutes
+checkpoints; the median is of the fetches after it (a step page fetched again takes the
+steps rebuilt the first time: the last 32 are kept, so the median is its template's cost). Building the 20,000-step session takes about 3 minutes
 on 2 cores (it is kept in ``--dir`` and reused when the file is there: pass ``--fresh``
 to rebuild it); the fetches take well under a minute more.
 """
@@ -99,7 +100,9 @@ def fetch(url: str) -> tuple[float, int, int]:
     return time.perf_counter() - start, status, len(body)
 
 
-def measure(path: Path, steps: int, repeat: int, every: int) -> dict[str, object]:
+def measure(
+    path: Path, steps: int, repeat: int, every: int, only: set[str] | None = None
+) -> dict[str, object]:
     s = quote(SESSION, safe="")
     record = open_record(str(path), every=every)
     head = record.timelines(SESSION)[0].head
@@ -116,6 +119,11 @@ def measure(path: Path, steps: int, repeat: int, every: int) -> dict[str, object
         "breaks page 1": f"/breaks?s={s}",
         "breaks last page": f"/breaks?s={s}&page={-(-steps // 200)}",
     }
+    unknown = (only or set()) - set(pages)
+    if unknown:
+        raise SystemExit(f"--pages: no page named {sorted(unknown)} (pages: {', '.join(pages)})")
+    if only:
+        pages = {name: link for name, link in pages.items() if name in only}
     out: dict[str, object] = {"steps": steps, "events": head, "db_bytes": path.stat().st_size}
     with serve_in_thread(create_app(record)) as running:
         for name, link in pages.items():
@@ -140,7 +148,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--every", type=int, default=EVERY, help="events between fold checkpoints (0: none)"
     )
+    parser.add_argument(
+        "--pages",
+        default="",
+        help="only these pages, comma-separated names as in the output (in their usual order)",
+    )
     args = parser.parse_args(argv)
+    only = {name.strip() for name in args.pages.split(",") if name.strip()} or None
     folder = Path(args.dir or tempfile.gettempdir()) / "ctxline-bench-inspector"
     folder.mkdir(parents=True, exist_ok=True)
     lengths = [int(n) for n in args.steps.split(",") if n.strip()]
@@ -150,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
         built = None
         if args.fresh or not path.exists():
             built = round(build(path, n, args.lines), 2)
-        row = measure(path, n, args.repeat, args.every)
+        row = measure(path, n, args.repeat, args.every, only)
         row["build_s"] = built
         results.append(row)
     report: dict[str, object] = {
@@ -166,6 +180,14 @@ def main(argv: list[str] | None = None) -> int:
         report["ratio_long_to_short"] = {
             name: round(
                 float(long[name]["median_s"]) / max(float(short[name]["median_s"]), 1e-9),  # type: ignore[index]
+                2,
+            )
+            for name in short
+            if isinstance(short[name], dict)
+        }
+        report["ratio_first_long_to_short"] = {
+            name: round(
+                float(long[name]["first_s"]) / max(float(short[name]["first_s"]), 1e-9),  # type: ignore[index]
                 2,
             )
             for name in short

@@ -32,7 +32,7 @@ from ctxline.replay import replay_session
 from ctxline.view.cache import ViewCache
 from ctxline.web import pages
 from ctxline.web.app import create_app
-from ctxline.web.checkpoints import Checkpoints
+from ctxline.web.checkpoints import KEEP, Checkpoints
 from ctxline.web.data import _rebuild, rebuild_one
 from ctxline.web.record import InspectorRecord, open_record
 
@@ -324,3 +324,45 @@ def test_the_kept_prefix_stays_whole_when_another_page_kept_another_timeline_mea
     assert [e.seq for e in got] == [e.seq for e in want]
     record.close()
     fresh.close()
+
+
+def test_a_step_rebuilt_again_is_the_one_kept_and_the_kept_are_bounded(
+    recorded: tuple[Path, dict[str, int]],
+) -> None:
+    """A step page visited again takes the step rebuilt the first time (no checkpoint is
+    forked for it); another header, even at the same seq, is rebuilt; at most ``KEEP``
+    steps are kept, the least recently asked dropped first."""
+    path, steps = recorded
+    sid = next(iter(steps))
+    record = open_record(str(path), every=0)
+    events = record.prefix(sid, "main", 10**6)
+    headers = [e for e in events if isinstance(e.event, RequestHeader)]
+    record.close()
+    folds = Checkpoints(every=40)
+    first = folds.rebuild(events, [headers[-2], headers[-1]])
+    forks: list[int] = []
+    fork = ViewCache.fork
+
+    def counted(self: ViewCache) -> ViewCache:
+        forks.append(1)
+        return fork(self)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ViewCache, "fork", counted)
+        again = folds.rebuild(events, [headers[-2], headers[-1]])
+        assert not forks
+        assert [a is b for a, b in zip(again, first, strict=True)] == [True, True]
+        assert again == [rebuild_one(h, events) for h in headers[-2:]]
+        last = headers[-1]
+        assert isinstance(last.event, RequestHeader)
+        other = replace(last, event=replace(last.event, sha256="0" * 64))
+        (got,) = folds.rebuild(events, [other])
+        assert got is not first[1]
+        assert got.error is not None  # its logged hash is not what the record rebuilds to
+        assert forks
+    for h in headers[: KEEP + 5]:
+        folds.rebuild(events, [h])
+    kept = folds._built
+    assert len(kept) == KEEP
+    assert [key[0] for key in kept] == [h.seq for h in headers[5 : KEEP + 5]]
+    assert folds._built_bytes == sum(len(r.body) for r in kept.values())

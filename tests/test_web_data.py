@@ -238,6 +238,15 @@ def test_json_spans_slice_out_each_value(
     assert spans[()] == (0, len(raw))
     for path, (a, b) in spans.items():
         assert json.loads(raw[a:b]) == at(body, *path)
+    want: set[tuple[str | int, ...]] = {()}
+    for key, value in body.items():
+        want.add((key,))
+        for i, item in enumerate(value if isinstance(value, list) else []):
+            want.add((key, i))
+            content = item.get("content") if isinstance(item, dict) else None
+            if key == "messages" and isinstance(content, list):
+                want.update(("messages", i, "content", j) for j in range(len(content)))
+    assert set(spans) == want  # every span a page looks up, and no other
 
 
 @given(st.binary(max_size=64), st.binary(max_size=64), st.binary(max_size=8))

@@ -139,9 +139,10 @@ class ViewCache:
         checkpoint: the inspector rebuilds a late step from the nearest one, not from seq 1).
 
         A deep copy, except for what is never changed in place: the events fed (the
-        record), the memos whose values are immutable and the span fold's snapshots
-        (copied one level: at 60,000 events a fork takes tens of milliseconds). The
-        renderers' running sha256 states are copied with ``hashlib``'s own ``copy``.
+        record), the memos whose values are immutable, the seqs of the reductions in
+        force and the span fold's snapshots (copied one level: at 60,000 events a fork
+        takes a few milliseconds). The renderers' running sha256 states are copied with
+        ``hashlib``'s own ``copy``.
         """
         memo: dict[int, Any] = {id(self.events): self.events}
         for assembler in (self.openai, self.anthropic):
@@ -158,6 +159,10 @@ class ViewCache:
             self.handles,
         ):
             memo[id(by_key)] = dict(by_key)
+        edits = self.record.edits  # the reductions in force: seqs, changed in place
+        for seqs in (edits.trimmed, edits.short, edits.texts):
+            memo[id(seqs)] = set(seqs)
+        memo[id(edits.folded)] = dict(edits.folded)
         # the span fold's snapshots are copies, only ever appended or cut, never changed
         memo[id(self.span.snapshots)] = list(self.span.snapshots)
         return copy.deepcopy(self, memo)

@@ -14,6 +14,11 @@ it differs), every rebuilt body is still compared with the logged sha256, and wh
 checkpoint cannot be made the rebuild is the cold one. A checkpoint is never fed once
 saved (only forked), so pages served at once share them safely.
 
+The last :data:`KEEP` steps rebuilt are kept too (at most :data:`KEEP_BYTES` of bodies),
+each under its header and the id of the last event it folds: a step page visited again,
+or the diff of a step just shown, costs what it shows (its template), not a fork of a
+checkpoint fed up to it again (at 60,000 events the fork alone grows with the run).
+
     folds = Checkpoints()
     previous, current = folds.rebuild(events, [found.previous, found.stored], marks)
 """
@@ -21,6 +26,7 @@ saved (only forked), so pages served at once share them safely.
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 
 from ctxline.errors import CtxlineError
@@ -32,16 +38,35 @@ from ctxline.view.cache import ViewCache, ViewSetup
 from ctxline.view.options import PrepareOptions
 from ctxline.web.data import Rebuilt, _counter, _rebuild, rebuild_one
 
-__all__ = ["EVERY", "Checkpoints"]
+__all__ = ["EVERY", "KEEP", "KEEP_BYTES", "Checkpoints"]
 
 EVERY = 2_000
 """Events between two checkpoints: what a step page feeds at most (tens of milliseconds),
 against one copy of the fold kept per checkpoint (a few MB at 60,000 events)."""
 
+KEEP = 32
+"""Rebuilt steps kept (a step page rebuilds two: this one and the one before)."""
+
+KEEP_BYTES = 32 << 20
+"""At most this many bytes of kept bodies (their parts hold about as much again)."""
+
+_Key = tuple[int, str, int, str, int, str, tuple[BranchMark, ...]]
+"""(header seq and id, its upto_seq and sha256, events folded, the last one's id, branch
+marks): what a rebuild reads."""
+
 
 def _header(stored: StoredEvent) -> RequestHeader:
     assert isinstance(stored.event, RequestHeader)
     return stored.event
+
+
+def _key(stored: StoredEvent, events: Sequence[StoredEvent], marks: Sequence[BranchMark]) -> _Key:
+    """What a rebuild of ``stored`` reads: the header, the events up to its ``upto_seq`` (named
+    by the last one's id, as a checkpoint is: the record is hash-linked), the fork points."""
+    header = _header(stored)
+    folded = min(header.upto_seq, len(events))
+    last = events[folded - 1].id if folded > 0 else ""
+    return stored.seq, stored.id, header.upto_seq, header.sha256, folded, last, tuple(marks)
 
 
 class Checkpoints:
@@ -58,6 +83,9 @@ class Checkpoints:
         """A checkpoint could not be made: every rebuild is cold from then on."""
         self._counters: dict[str, TokenCounter] = {}
         self._lock = threading.Lock()
+        self._built: OrderedDict[_Key, Rebuilt] = OrderedDict()
+        """The steps rebuilt last, least recently asked first (see the module doc)."""
+        self._built_bytes = 0
 
     def rebuild(
         self,
@@ -70,8 +98,16 @@ class Checkpoints:
         from seq 1 to at least the last one's ``upto_seq``. In ``stored``'s order."""
         if not self.every:
             return [rebuild_one(ev, events, marks) for ev in stored]
-        order = sorted(range(len(stored)), key=lambda i: _header(stored[i]).upto_seq)
+        keys = [_key(ev, events, marks) for ev in stored]
         out: dict[int, Rebuilt] = {}
+        with self._lock:
+            for i, key in enumerate(keys):
+                kept = self._built.get(key)
+                if kept is not None:
+                    self._built.move_to_end(key)
+                    out[i] = kept
+        todo = [i for i in range(len(stored)) if i not in out]
+        order = sorted(todo, key=lambda i: _header(stored[i]).upto_seq)
         work: ViewCache | None = None
         at = 0
         for i in order:
@@ -87,7 +123,21 @@ class Checkpoints:
             at = upto
             if rebuilt.error is not None and rebuilt.error.startswith("cannot rebuild"):
                 work = None  # start the next one from a checkpoint, not a half-fed cache
+        self._keep({keys[i]: out[i] for i in order})
         return [out[i] for i in range(len(stored))]
+
+    def _keep(self, built: dict[_Key, Rebuilt]) -> None:
+        """Keep the steps just rebuilt, dropping the least recently asked past the bounds."""
+        with self._lock:
+            for key, rebuilt in built.items():
+                old = self._built.pop(key, None)
+                if old is not None:
+                    self._built_bytes -= len(old.body)
+                self._built[key] = rebuilt
+                self._built_bytes += len(rebuilt.body)
+            while self._built and (len(self._built) > KEEP or self._built_bytes > KEEP_BYTES):
+                _, dropped = self._built.popitem(last=False)
+                self._built_bytes -= len(dropped.body)
 
     def _base(
         self, events: Sequence[StoredEvent], upto: int, marks: Sequence[BranchMark]

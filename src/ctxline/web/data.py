@@ -18,7 +18,7 @@ with its tokens and, for messages, the record event it shows and its bytes in th
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -318,44 +318,58 @@ def _locate(
 
 def json_spans(body: JsonObject) -> dict[SpanKey, Span]:
     """Byte ranges in the canonical JSON of ``body`` of: the whole, each top-level key's value,
-    each item of top-level lists, and each item of ``messages[i]["content"]`` lists."""
+    each item of top-level lists, and each item of ``messages[i]["content"]`` lists.
+
+    Each value is serialized once, at the deepest level asked for: a list's or a
+    message's size is its items' plus the brackets, commas and keys between them (before,
+    a message was serialized once for itself and again inside its list, and its blocks
+    a third time: the page measured its body three times over).
+    """
     out: dict[SpanKey, Span] = {}
-
-    def size(value: JsonValue) -> int:
-        return len(canonical_json(value))
-
     pos = 1
     for n, key in enumerate(sorted(body)):
-        pos += (1 if n else 0) + size(key) + 1
+        pos += (1 if n else 0) + _size(key) + 1
         value = body[key]
-        out[(key,)] = (pos, pos + size(value))
-        if isinstance(value, list):
-            item_pos = pos + 1
-            for i, item in enumerate(value):
-                item_pos += 1 if i else 0
-                out[(key, i)] = (item_pos, item_pos + size(item))
-                if (
-                    key == "messages"
-                    and isinstance(item, dict)
-                    and isinstance(item.get("content"), list)
-                ):
-                    _content_spans(out, item, i, item_pos, size)
-                item_pos += size(item)
-        pos += size(value)
+        end = _list_spans(out, key, value, pos) if isinstance(value, list) else pos + _size(value)
+        out[(key,)] = (pos, end)
+        pos = end
     out[()] = (0, pos + 1)
     return out
 
 
-def _content_spans(
-    out: dict[SpanKey, Span], message: JsonObject, i: int, start: int, size: Callable[[JsonValue], int]
-) -> None:
+def _size(value: JsonValue) -> int:
+    return len(canonical_json(value))
+
+
+def _list_spans(out: dict[SpanKey, Span], key: str, items: list[JsonValue], start: int) -> int:
+    """Spans of the items of the list at ``start``; where the list ends."""
+    pos = start + 1
+    for i, item in enumerate(items):
+        pos += 1 if i else 0
+        if key == "messages" and isinstance(item, dict) and isinstance(item.get("content"), list):
+            end = _content_spans(out, item, i, pos)
+        else:
+            end = pos + _size(item)
+        out[(key, i)] = (pos, end)
+        pos = end
+    return pos + 1
+
+
+def _content_spans(out: dict[SpanKey, Span], message: JsonObject, i: int, start: int) -> int:
+    """Spans of the blocks of ``messages[i]["content"]`` (the message at ``start``); where
+    the message ends."""
     pos = start + 1
     for n, key in enumerate(sorted(message)):
-        pos += (1 if n else 0) + size(key) + 1
+        pos += (1 if n else 0) + _size(key) + 1
+        value = message[key]
         if key == "content":
-            block_pos = pos + 1
-            for j, block in enumerate(as_array(message["content"])):
-                block_pos += 1 if j else 0
-                out[("messages", i, "content", j)] = (block_pos, block_pos + size(block))
-                block_pos += size(block)
-        pos += size(message[key])
+            pos += 1
+            for j, block in enumerate(as_array(value)):
+                pos += 1 if j else 0
+                end = pos + _size(block)
+                out[("messages", i, "content", j)] = (pos, end)
+                pos = end
+            pos += 1
+        else:
+            pos += _size(value)
+    return pos + 1

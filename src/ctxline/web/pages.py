@@ -310,7 +310,9 @@ def timeline(
     }
 
 
-def _part_view(part: Any, session: str, timeline: str) -> dict[str, Any]:
+def _part_view(part: Any, event_link: str) -> dict[str, Any]:
+    """A part as the step page shows it; ``event_link``: the page's ``/event`` link without
+    its seq (``url`` would put it last: one link encoded per page, not one per part)."""
     return {
         "index": part.index,
         "section": part.section,
@@ -320,7 +322,7 @@ def _part_view(part: Any, session: str, timeline: str) -> dict[str, Any]:
         "segments": segments(part.text),
         "chars": len(part.text),
         "spans": part.spans,
-        "event_url": _url("/event", s=session, t=timeline, seq=part.seq) if part.seq else "",
+        "event_url": f"{event_link}&seq={int(part.seq)}" if part.seq else "",
     }
 
 
@@ -349,6 +351,7 @@ def request(
         )
     report: dict[str, Any] = rebuilt.header.report
     budget = report.get("budget") or {}
+    event_link = _url("/event", s=session, t=timeline)  # s and t always given: a query
     comp = [(s, rebuilt.composition.get(s, 0)) for s in SECTIONS]
     marks = [
         ("target", int(budget.get("target") or 0), TARGET_COLOR),
@@ -368,7 +371,7 @@ def request(
         "legend": legend({s: SECTION_COLORS[s] for s in SECTIONS}, markers=False),
         "budget": budget,
         "actions": report.get("actions") or [],
-        "parts": [_part_view(p, session, timeline) for p in rebuilt.parts],
+        "parts": [_part_view(p, event_link) for p in rebuilt.parts],
         "report": json.dumps(report, indent=2, ensure_ascii=False),
         "diff": this_diff,
         "previous": _step(found.previous) if found.previous else None,
