@@ -146,9 +146,8 @@ def chatml_prompt(
     so the next step's prompt (where the tail has moved on) shares it. An empty assistant
     turn (no text, no call) is left out: after one, the 1.5B answered nothing again, and
     with the status bar's note in a turn of its own in its place it said what it had done.
-    ``tools_foot`` is
-    the text from ``</tools>`` to the first user turn where a template words it otherwise
-    (Qwen2.5-Coder's doubles the braces of its call format)."""
+    ``tools_foot`` is the text from ``</tools>`` to the first user turn, where a template
+    words it otherwise (Qwen2.5-Coder's doubles the braces of its call format)."""
     items = chatml_messages(messages)
     first_system = bool(items) and items[0]["role"] == "system"
     parts: list[str] = []
