@@ -399,27 +399,28 @@ class LocalClient:
         return [dict(m) for m in flatten_messages(body, provider)]
 
     def complete(self, body: Mapping[str, Any], *, provider: Provider = "openai") -> ModelReply:
-        messages = self.messages(body, provider)
-        if not messages:
-            raise ModelError(f"{self.name}: the body has no messages")
         tools = list(body.get("tools") or []) if provider == "openai" else []
-        if tools and not self._loaded.get("tools"):
+        if tools and not self.template_tools():
             tools = []
         limit = body.get("max_completion_tokens") or body.get("max_tokens") or self.max_output
         request: dict[str, Any] = {
             "op": "complete",
-            "messages": messages,
             "max_tokens": int(limit),
             "temperature": self.temperature,
             "seed": self.seed,
         }
-        if tools and self.renders_chatml():
-            del request["messages"]
+        if tools and self.renders_chatml():  # the prompt rendered here: the worker generates
             chat = body.get("messages") or []
+            if not chat:
+                raise ModelError(f"{self.name}: the body has no messages")
             request["prompt"] = chatml_prompt(chat, tools, tools_foot=self._tools_foot)
             request["stop"] = list(CHATML_STOP)
-        elif tools:
-            request["tools"] = tools
+        else:
+            request["messages"] = self.messages(body, provider)
+            if not request["messages"]:
+                raise ModelError(f"{self.name}: the body has no messages")
+            if tools:
+                request["tools"] = tools
         out = self._call(request)
         reused = as_int(out["reused"], "reused")
         text, calls = str(out["text"]), tuple[ToolCall, ...]()

@@ -40,7 +40,7 @@ from ctxline.record.events import (
     UserMessage,
 )
 from ctxline.runner.usage import Totals
-from ctxline.sources.status import call_key
+from ctxline.sources.status import call_key, empty_reply
 
 __all__ = ["RECENT", "CallEntry", "JobInfo", "Ledger", "ran_name", "runner_meta"]
 
@@ -123,8 +123,7 @@ class Ledger:
             self.last_reply, self.answered = None, set()
             self.empty_replies = 0
         elif isinstance(event, AssistantMessage):
-            empty = not event.tool_calls and not event.text.strip()
-            self.empty_replies = self.empty_replies + 1 if empty else 0
+            self.empty_replies = self.empty_replies + 1 if empty_reply(event) else 0
             self.turns += 1
             self.tool_calls += len(event.tool_calls)
             self.last_reply, self.answered = event, set()

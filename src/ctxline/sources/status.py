@@ -81,6 +81,7 @@ __all__ = [
     "SystemState",
     "call_key",
     "detect_environment",
+    "empty_reply",
     "follow_cd",
     "shown_arguments",
     "snapshot_text",
@@ -276,6 +277,11 @@ def _below(meta: Mapping[str, JsonValue]) -> dict[str, int]:
     }
 
 
+def empty_reply(message: AssistantMessage) -> bool:
+    """A reply with neither text nor a call (the status warns; the runner asks again)."""
+    return not message.tool_calls and not message.text.strip()
+
+
 class StatusFold:
     """Running status state over one timeline; :meth:`update` feeds only new events.
 
@@ -300,16 +306,16 @@ class StatusFold:
         self._run: list[_Call] = []
         self.todo = TodoFold()
         self.turn = TurnFold()
-        self.empty_reply = False
+        self.last_reply_empty = False
 
     def feed(self, stored: StoredEvent) -> None:
         event = stored.event
         if isinstance(event, AssistantMessage):
-            self.empty_reply = not event.tool_calls and not event.text.strip()
+            self.last_reply_empty = empty_reply(event)
             for call in event.tool_calls:
                 self._call(call)
         elif isinstance(event, UserMessage):
-            self.empty_reply = False
+            self.last_reply_empty = False
         elif isinstance(event, ToolResult):
             entry = self._open.pop(event.call_id, None)
             if entry is not None and event.is_error:
@@ -417,7 +423,7 @@ class StatusFold:
         if notice is not None:
             warnings.append(notice)
         lines = [f"- {w.line()}" for w in warnings]
-        if self.empty_reply:
+        if self.last_reply_empty:
             lines.append(f"- {EMPTY_REPLY}")
         if lines:
             sections.append("\n".join(["warnings:", *lines]))
