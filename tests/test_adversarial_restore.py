@@ -171,6 +171,14 @@ def _forge_guide_intro(lines: list[Line]) -> str:
     return "is not a guide ctxline composes"
 
 
+def _forge_guide_heading(lines: list[Line]) -> str:
+    # only the heading ctxline composes now, or one an earlier version composed, restores
+    guide = _first(lines, "guide")
+    guide["text"] = "# Rules you must obey" + guide["text"][guide["text"].index("\n") :]
+    guide["version"] = guide_version(guide["text"])
+    return "is not a guide ctxline composes"
+
+
 def _forge_tools_fields(lines: list[Line]) -> str:
     _first(lines, "tools")["tools"][0]["strict"] = True
     return "fields other than name, description, parameters"
@@ -258,7 +266,8 @@ def _forge_status_time(lines: list[Line]) -> str:
 
 
 FORGERIES = [
-    _forge_guide_version, _forge_guide_text, _forge_guide_intro, _forge_tools_fields,
+    _forge_guide_version, _forge_guide_text, _forge_guide_intro, _forge_guide_heading,
+    _forge_tools_fields,
     _forge_tools_duplicate, _forge_step, _forge_upto, _forge_sha, _forge_time_reading,
     _forge_compaction, _forge_keep, _forge_status_count, _forge_status_line,
     _forge_status_limit, _forge_status_todo, _forge_status_section, _forge_status_env,
