@@ -663,6 +663,37 @@ def test_ctxlines_tail_after_tool_results_is_read_in_their_turn() -> None:
     )  # after the model's own text the tail is a turn of its own, as the template has it
 
 
+def test_ctxlines_tail_after_the_users_request_is_read_in_its_turn() -> None:
+    """A tail right after the user's request joins the request's turn, after its text (the
+    1.5B answered a question followed by a status bar of its own turn with a tool call);
+    the same in the plain messages a chat template elsewhere renders (``merge_tail``)."""
+    from ctxline.models.chatml import chatml_messages, chatml_prompt, merge_tail
+    from ctxline.tags import escape
+
+    status = "<ctx-status>\ntool calls:\n- read_file invoked 2 times\n</ctx-status>"
+    question = {"role": "user", "content": "How many files did you read?"}
+    body = [*CHATML_MESSAGES[:6], question, {"role": "user", "content": status}]
+    prompt = chatml_prompt(body, CHATML_TOOLS)
+    template = qwen_template(chatml_messages(body[:7]), CHATML_TOOLS)
+    head = template.removesuffix("<|im_end|>\n<|im_start|>assistant\n")
+    assert prompt == f"{head}\n\n{status}<|im_end|>\n<|im_start|>assistant\n"
+    merged = merge_tail(chatml_messages(body))
+    assert merged[-1] == {"role": "user", "content": f"{question['content']}\n\n{status}"}
+    assert chatml_prompt(merged, CHATML_TOOLS) == qwen_template(merged, CHATML_TOOLS) == prompt
+    # a look-alike the user wrote is escaped: it never joins, and is a turn of its own
+    forged = [*body[:7], {"role": "user", "content": escape("<ctx-status>ok</ctx-status>")}]
+    assert merge_tail(forged) == [dict(m) for m in forged]
+    assert chatml_prompt(forged, CHATML_TOOLS) == qwen_template(
+        chatml_messages(forged), CHATML_TOOLS
+    )
+    # only the tail, the last message, moves: a block in the history stays where it was
+    history = [*body, {"role": "assistant", "content": "Two."}]
+    assert chatml_prompt(history, CHATML_TOOLS) == qwen_template(
+        chatml_messages(history), CHATML_TOOLS
+    )
+    assert merge_tail(history) == [dict(m) for m in history]
+
+
 def test_an_empty_assistant_turn_is_left_out_of_the_chatml_prompt() -> None:
     from ctxline.models.chatml import chatml_messages, chatml_prompt
 

@@ -31,6 +31,7 @@ __all__ = [
     "CHATML_STOP",
     "chatml_messages",
     "chatml_prompt",
+    "merge_tail",
     "parse_tool_calls",
     "template_foot",
 ]
@@ -130,6 +131,31 @@ def _runtime_note(item: Mapping[str, Any], before: Mapping[str, Any]) -> bool:
     )
 
 
+def _tail_after_request(items: Sequence[Mapping[str, Any]], index: int) -> bool:
+    """The last message is ctxline's tail (``<ctx-status>`` …) right after a user message.
+    On Qwen2.5-Coder-1.5B the tail as a turn of its own after a question was read as the
+    request (the status bar's counts and repeat warning answered with one more call: 7 of
+    10 ``counters`` probes right); in the question's own turn, after the question, 10 of 10
+    (docs/eval.md, "The tail in the question's turn")."""
+    return (
+        index == len(items) - 1
+        and index > 0
+        and items[index]["role"] == "user"
+        and items[index - 1]["role"] == "user"
+        and str(items[index]["content"]).startswith("<ctx-")
+    )
+
+
+def merge_tail(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Plain chat messages with ctxline's tail joined to the user message before it (for
+    a chat template rendered elsewhere: the same placement :func:`chatml_prompt` gives)."""
+    out = [dict(m) for m in messages]
+    if out and _tail_after_request(out, len(out) - 1):
+        note = out.pop()
+        out[-1]["content"] = f"{out[-1]['content']}\n\n{note['content']}"
+    return out
+
+
 def chatml_prompt(
     messages: Sequence[Mapping[str, Any]],
     tools: Sequence[Mapping[str, Any]] | None = None,
@@ -138,7 +164,8 @@ def chatml_prompt(
 ) -> str:
     """The ChatML prompt of a Chat Completions body, as Qwen2.5's chat template renders it,
     but for one thing: ctxline's tail after tool results (``<ctx-status>`` …) goes in the
-    results' own user turn, after the last ``</tool_response>``, not in a turn of its own.
+    results' own user turn, after the last ``</tool_response>``, not in a turn of its own
+    (and a tail right after the user's request goes in the request's turn, after it).
     Qwen reads a user turn of its own as a new request: on the 1.5B the status bar after a
     read turned the next step's ``write_text`` call into a description of the task, and
     the same bar in the results' turn left the call as it was (docs/runner.md). Only the
@@ -169,6 +196,10 @@ def chatml_prompt(
             continue  # an empty turn says nothing, and the model reads it as how turns end
         if index and _runtime_note(item, items[index - 1]):
             parts.append(f"\n{item['content']}<|im_end|>\n")  # in the results' own turn
+        elif _tail_after_request(items, index):
+            parts.append(f"\n\n{item['content']}<|im_end|>\n")  # in the request's own turn
+        elif role == "user" and _tail_after_request(items, index + 1):
+            parts.append(f"<|im_start|>user\n{item['content']}")
         elif role in ("user", "system") or (role == "assistant" and not item.get("tool_calls")):
             parts.append(f"<|im_start|>{role}\n{item['content']}<|im_end|>\n")
         elif role == "assistant":

@@ -64,6 +64,7 @@ from ctxline.models.chatml import (
     CHATML_STOP,
     chatml_messages,
     chatml_prompt,
+    merge_tail,
     parse_tool_calls,
     template_foot,
 )
@@ -393,10 +394,11 @@ class LocalClient:
         return self._chatml
 
     def messages(self, body: Mapping[str, Any], provider: Provider) -> list[dict[str, Any]]:
-        """The messages the chat template gets: as they are with tools, else flattened."""
+        """The messages the chat template gets: as they are with tools, else flattened; a
+        tail right after the user's request joins the request (:func:`merge_tail`)."""
         if provider == "openai" and body.get("tools") and self.template_tools():
-            return chatml_messages(body.get("messages") or [])
-        return [dict(m) for m in flatten_messages(body, provider)]
+            return merge_tail(chatml_messages(body.get("messages") or []))
+        return merge_tail(flatten_messages(body, provider))
 
     def complete(self, body: Mapping[str, Any], *, provider: Provider = "openai") -> ModelReply:
         tools = list(body.get("tools") or []) if provider == "openai" else []
