@@ -175,7 +175,7 @@ def chatml_prompt(
     with the status bar's note in a turn of its own in its place it said what it had done.
     ``tools_foot`` is the text from ``</tools>`` to the first user turn, where a template
     words it otherwise (Qwen2.5-Coder's doubles the braces of its call format)."""
-    items = chatml_messages(messages)
+    items = merge_tail(chatml_messages(messages))
     first_system = bool(items) and items[0]["role"] == "system"
     parts: list[str] = []
     if tools:
@@ -196,10 +196,6 @@ def chatml_prompt(
             continue  # an empty turn says nothing, and the model reads it as how turns end
         if index and _runtime_note(item, items[index - 1]):
             parts.append(f"\n{item['content']}<|im_end|>\n")  # in the results' own turn
-        elif _tail_after_request(items, index):
-            parts.append(f"\n\n{item['content']}<|im_end|>\n")  # in the request's own turn
-        elif role == "user" and _tail_after_request(items, index + 1):
-            parts.append(f"<|im_start|>user\n{item['content']}")
         elif role in ("user", "system") or (role == "assistant" and not item.get("tool_calls")):
             parts.append(f"<|im_start|>{role}\n{item['content']}<|im_end|>\n")
         elif role == "assistant":
