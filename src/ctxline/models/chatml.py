@@ -124,33 +124,22 @@ def _runtime_note(item: Mapping[str, Any], before: Mapping[str, Any]) -> bool:
     """A user message of ctxline's own blocks (the tail: status bar, time) right after
     tool results. Text ctxline did not write never starts with ``<ctx-`` (it is escaped:
     :func:`ctxline.tags.escape`), so only the runtime's blocks are taken for one."""
-    return (
-        item["role"] == "user"
-        and before["role"] == "tool"
-        and str(item["content"]).startswith("<ctx-")
-    )
+    return before["role"] == "tool" and _ctx_note(item)
 
 
-def _tail_after_request(items: Sequence[Mapping[str, Any]], index: int) -> bool:
-    """The last message is ctxline's tail (``<ctx-status>`` …) right after a user message.
-    On Qwen2.5-Coder-1.5B the tail as a turn of its own after a question was read as the
-    request (the status bar's counts and repeat warning answered with one more call: 7 of
-    10 ``counters`` probes right); in the question's own turn, after the question, 10 of 10
-    (docs/eval.md, "The tail in the question's turn")."""
-    return (
-        index == len(items) - 1
-        and index > 0
-        and items[index]["role"] == "user"
-        and items[index - 1]["role"] == "user"
-        and str(items[index]["content"]).startswith("<ctx-")
-    )
+def _ctx_note(item: Mapping[str, Any]) -> bool:
+    return item["role"] == "user" and str(item["content"]).startswith("<ctx-")
 
 
 def merge_tail(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Plain chat messages with ctxline's tail joined to the user message before it (for
-    a chat template rendered elsewhere: the same placement :func:`chatml_prompt` gives)."""
+    """Plain chat messages with ctxline's tail, when it is the last message and right after
+    a user message, joined to that message after a blank line (for a chat template rendered
+    elsewhere; :func:`chatml_prompt` renders the same). On Qwen2.5-Coder-1.5B the tail as a
+    turn of its own after a question was read as the request (the status bar's counts and
+    repeat warning answered with one more call: 7 of 10 ``counters`` probes right); in the
+    question's own turn, after it, 10 of 10 (docs/eval.md, "The tail in the question's turn")."""
     out = [dict(m) for m in messages]
-    if out and _tail_after_request(out, len(out) - 1):
+    if len(out) > 1 and out[-2]["role"] == "user" and _ctx_note(out[-1]):
         note = out.pop()
         out[-1]["content"] = f"{out[-1]['content']}\n\n{note['content']}"
     return out
