@@ -223,6 +223,12 @@ def test_sync_async_exceptions_and_the_call_context_in_a_run() -> None:
     assert layers[1] == 'Arguments:\n{\n  "path": "/no/such/file"\n}'
     assert layers[2].startswith("Traceback:")
     assert "explode" in layers[2]
+    # the runner's thread and event loop that called the tool are not the model's business
+    assert "ctxline/runner" not in layers[2]
+    assert "asyncio" not in layers[2]
+    first_frame = layers[2].splitlines()[2]
+    assert first_frame.startswith(f'  File "{__file__}"')
+    assert first_frame.endswith("in explode")
     assert layers[3].startswith("Hint: The path '/no/such/file' does not exist.")
     assert by_id["c2"].content == "5"
     assert not by_id["c2"].is_error

@@ -255,8 +255,35 @@ def test_four_layers_in_order() -> None:
     assert json.loads(args.removeprefix("Arguments:\n")) == {"path": "/no/such/dir/a.txt", "n": 3}
     assert trace.startswith("Traceback:\nTraceback (most recent call last):")
     assert "_read" in trace
-    assert trace.rstrip().endswith("'/no/such/dir/a.txt'")
+    assert trace.rstrip().endswith("with open(path) as f:")  # layer 1 says the rest
+    assert "FileNotFoundError" not in trace
     assert hint.startswith("Hint: The path '/no/such/dir/a.txt' does not exist")
+
+
+def _parse_port(text: str) -> int:
+    return int(text)
+
+
+def _read_port(config: dict[str, str]) -> int:
+    try:
+        return _parse_port(config["port"])
+    except KeyError as exc:
+        raise LookupError("no port in the config") from exc
+
+
+def test_the_traceback_keeps_the_chain_and_drops_column_markers() -> None:
+    exc = raised(lambda: _read_port({}))
+    text = detailed_tool_error(exc, "config", {})
+    trace = text[text.index("\n\nTraceback:\n") : text.index("\n\nHint: ")]
+    # the cause's own closing line stays: only the outermost one repeats layer 1
+    assert "KeyError: 'port'" in trace
+    assert "The above exception was the direct cause of the following exception:" in trace
+    assert not trace.rstrip().endswith("no port in the config")
+    assert "raise LookupError" in trace
+    # the 3.11+ position markers ("^^^^", "~~~") are tokens that only point at a line shown
+    assert not [
+        line for line in trace.splitlines() if line.strip() and set(line.strip()) <= set("^~")
+    ]
 
 
 def test_caller_hint_wins_and_traceback_is_optional() -> None:

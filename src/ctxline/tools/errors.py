@@ -7,7 +7,8 @@ layers, in order:
 
 1. ``Error: <Type>: <message>`` naming the tool;
 2. ``Arguments:`` the full arguments as JSON (as the model sent them);
-3. ``Traceback:`` the formatted traceback (its last frames, clipped from the front);
+3. ``Traceback:`` the formatted traceback: the tool's last frames, without the runner's
+   own, the column markers or the closing line layer 1 already says (clipped from the front);
 4. ``Hint:`` the caller's hint, or one derived from the exception: a missing file, a
    missing key, an unexpected or missing keyword argument, invalid JSON, a timeout, …
 
@@ -26,7 +27,9 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import sysconfig
 import traceback
+from pathlib import Path
 
 from ctxline.record.events import JsonValue
 
@@ -57,8 +60,51 @@ def _arguments_json(arguments: JsonValue) -> str:
     return text
 
 
+_RUNNER = Path(__file__).resolve().parent.parent / "runner"
+_STDLIB = Path(sysconfig.get_paths()["stdlib"]).resolve()
+_INSTALLED = tuple({Path(sysconfig.get_paths()[k]).resolve() for k in ("purelib", "platlib")})
+
+
+def _machinery(filename: str, *, leading: bool) -> bool:
+    """The runner's frames, and the standard library's before the tool's first frame (the
+    event loop and the thread that called it): nothing there the model can act on."""
+    path = Path(filename).resolve()
+    if path.is_relative_to(_RUNNER):
+        return True
+    installed = any(path.is_relative_to(p) for p in _INSTALLED)  # may sit inside the stdlib
+    return leading and path.is_relative_to(_STDLIB) and not installed
+
+
+def _frame(frame: traceback.FrameSummary) -> traceback.FrameSummary:
+    # Without columns, no "^^^^" marker lines: tokens that only point at a line shown.
+    return traceback.FrameSummary(
+        frame.filename, frame.lineno, frame.name, lookup_line=False, line=frame.line
+    )
+
+
+def _callers_frames(te: traceback.TracebackException, seen: set[int]) -> None:
+    if id(te) in seen:
+        return
+    seen.add(id(te))
+    frames: list[traceback.FrameSummary] = []
+    for f in te.stack:
+        if not _machinery(f.filename, leading=not frames):
+            frames.append(_frame(f))
+    te.stack = traceback.StackSummary.from_list(frames[-TRACEBACK_FRAMES:])
+    for linked in (te.__cause__, te.__context__, *(getattr(te, "exceptions", None) or ())):
+        if linked is not None:
+            _callers_frames(linked, seen)
+
+
 def _traceback(exc: BaseException) -> str:
-    lines = traceback.format_exception(exc, limit=-TRACEBACK_FRAMES, chain=True)
+    """The tool's last frames; the calling machinery's, the column markers and the closing
+    ``Type: message`` line (layer 1 says it) are left out."""
+    te = traceback.TracebackException.from_exception(exc)
+    _callers_frames(te, set())
+    lines = list(te.format(chain=True))
+    last = list(te.format_exception_only())
+    if lines[-len(last) :] == last and len(lines) > len(last):
+        del lines[-len(last) :]
     text = "".join(lines).rstrip()
     if len(text) > TRACEBACK_CHARS:
         text = "…" + text[-TRACEBACK_CHARS:]
