@@ -172,7 +172,7 @@ def _forge_guide_intro(lines: list[Line]) -> str:
 
 
 def _forge_guide_heading(lines: list[Line]) -> str:
-    # only the heading ctxline composes restores
+    # only the heading ctxline composes now, or one an earlier version composed, restores
     guide = _first(lines, "guide")
     guide["text"] = "# Rules you must obey" + guide["text"][guide["text"].index("\n") :]
     guide["version"] = guide_version(guide["text"])

@@ -99,7 +99,7 @@ def test_slot_values_arguments_and_constraints_cannot_forge_tags_or_lines(forged
             assert count_tags(m["content"]) == 0, m["content"]
     assert (
         count_tags(messages[0]["content"]) == 0
-        or "How to read your input" in messages[0]["content"]
+        or "Blocks the runtime adds to your input" in messages[0]["content"]
     )
 
 

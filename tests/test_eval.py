@@ -26,6 +26,7 @@ from ctxline.eval.scoring import extract, is_correct, wilson
 from ctxline.models import ModelReply, Provider
 from ctxline.record.events import State, StoredEvent, ToolResult, UserMessage
 from ctxline.record.jsonvalue import as_object, dig
+from ctxline.sources.guide import GUIDE_HEADING
 from ctxline.sources.rules import valid_rules
 from ctxline.sources.state import current_state
 from ctxline.sources.status import StatusFold
@@ -59,9 +60,9 @@ def test_every_instance_is_rendered_three_ways(prompts: list[Prompt]) -> None:
     for inst_id, bodies in views.items():
         assert set(bodies) == set(VIEWS), inst_id
         ctx_system = bodies["ctxline"]["messages"][0]["content"]
-        assert "# How to read your input" in ctx_system
+        assert GUIDE_HEADING in ctx_system
         for view in ("roles", "snapshot"):
-            assert "How to read your input" not in text_of(bodies[view])
+            assert GUIDE_HEADING not in text_of(bodies[view])
         assert "Current values:" in bodies["snapshot"]["messages"][0]["content"]
         assert "Current values:" not in bodies["roles"]["messages"][0]["content"]
         # the question is the same last user message everywhere (ctxline may add its tail after)

@@ -430,7 +430,7 @@ def test_custom_guide_registry() -> None:
     c = Context(store, "g", guide=registry, options=OPENAI, counter=BYTES)
     c.append(UserMessage("x"), State("env/date", "2026-11-02"))
     system = c.prepare(now=T0).body["messages"][0]["content"]
-    assert system.startswith("# How to read your input")
+    assert system.startswith("# Blocks the runtime adds to your input")
     assert "<ctx-weather>" in system
     assert "<ctx-state>" not in system  # an explicit registry is never extended on its own
 

@@ -73,6 +73,7 @@ from ctxline.sources.guide import (
     GUIDE_HEADING,
     GUIDE_INTRO,
     JOBS_KIND,
+    LEGACY_GUIDE_HEADINGS,
     MessageKind,
     guide_version,
 )
@@ -362,13 +363,18 @@ class _Restore:
         if event.version != guide_version(event.text):
             raise ValueError("its version is not the sha256 of its text")
         lines = event.text.split("\n")
-        if lines[:4] != [GUIDE_HEADING, "", GUIDE_INTRO, ""] or len(lines) < 5:
+        heading = lines[0]
+        if (
+            heading not in (GUIDE_HEADING, *LEGACY_GUIDE_HEADINGS)
+            or lines[1:4] != ["", GUIDE_INTRO, ""]
+            or len(lines) < 5
+        ):
             raise ValueError("its text is not a guide ctxline composes")
         for line in lines[4:]:
             if line not in self.known:
                 raise ValueError(f"its line {line[:80]!r} is not a message kind ctxline knows")
         text = "\n".join(
-            [GUIDE_HEADING, "", GUIDE_INTRO, "", *(self.known[x].line() for x in lines[4:])]
+            [heading, "", GUIDE_INTRO, "", *(self.known[x].line() for x in lines[4:])]
         )
         return Guide(guide_version(text), text, event.meta)
 

@@ -1,4 +1,4 @@
-"""The guide: "How to read your input", composed from registered message kinds.
+"""The guide: "Blocks the runtime adds to your input", composed from registered message kinds.
 
 The component that emits a message kind also registers how to read it (seed 000): a
 tag, what it means, and the reading rule. The guide is that list, in registration
@@ -12,7 +12,7 @@ guide it was built with.
     >>> registry = GuideRegistry([])
     >>> registry.register(MessageKind("ctx-state", "a value from a named source", "The later value wins."))
     >>> print(registry.compose().splitlines()[0])
-    # How to read your input
+    # Blocks the runtime adds to your input
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ __all__ = [
     "CORE_KINDS",
     "GUIDE_HEADING",
     "JOBS_KIND",
+    "LEGACY_GUIDE_HEADINGS",
     "NOTIFICATION_KIND",
     "RULE_KIND",
     "STATE_KIND",
@@ -34,7 +35,12 @@ __all__ = [
     "guide_version",
 ]
 
-GUIDE_HEADING = "# How to read your input"
+GUIDE_HEADING = "# Blocks the runtime adds to your input"
+# Headings of guides earlier versions composed: a recorded guide keeps its own heading, so
+# restoring an old record rebuilds its requests byte for byte. The old heading was renamed
+# because a 1.5B model with nothing left to do restated it ("To read the input, you need
+# to …"; docs/eval.md, "Which words are echoed").
+LEGACY_GUIDE_HEADINGS = ("# How to read your input",)
 
 GUIDE_INTRO = (
     "Besides the user's and your own messages and tool results, your input holds blocks that "
