@@ -71,8 +71,9 @@ def _machinery(filename: str, *, leading: bool) -> bool:
     path = Path(filename).resolve()
     if path.is_relative_to(_RUNNER):
         return True
-    installed = any(path.is_relative_to(p) for p in _INSTALLED)  # may sit inside the stdlib
-    return leading and path.is_relative_to(_STDLIB) and not installed
+    if not leading or not path.is_relative_to(_STDLIB):
+        return False
+    return not any(path.is_relative_to(p) for p in _INSTALLED)  # site-packages may sit inside
 
 
 def _frame(frame: traceback.FrameSummary) -> traceback.FrameSummary:
@@ -82,10 +83,8 @@ def _frame(frame: traceback.FrameSummary) -> traceback.FrameSummary:
     )
 
 
-def _callers_frames(te: traceback.TracebackException, seen: set[int]) -> None:
-    if id(te) in seen:
-        return
-    seen.add(id(te))
+def _keep_tools_frames(te: traceback.TracebackException) -> None:
+    # TracebackException breaks cycles itself: its causes, contexts and groups are a tree.
     frames: list[traceback.FrameSummary] = []
     for f in te.stack:
         if not _machinery(f.filename, leading=not frames):
@@ -93,14 +92,14 @@ def _callers_frames(te: traceback.TracebackException, seen: set[int]) -> None:
     te.stack = traceback.StackSummary.from_list(frames[-TRACEBACK_FRAMES:])
     for linked in (te.__cause__, te.__context__, *(getattr(te, "exceptions", None) or ())):
         if linked is not None:
-            _callers_frames(linked, seen)
+            _keep_tools_frames(linked)
 
 
 def _traceback(exc: BaseException) -> str:
     """The tool's last frames; the calling machinery's, the column markers and the closing
     ``Type: message`` line (layer 1 says it) are left out."""
     te = traceback.TracebackException.from_exception(exc)
-    _callers_frames(te, set())
+    _keep_tools_frames(te)
     lines = list(te.format(chain=True))
     last = list(te.format_exception_only())
     if lines[-len(last) :] == last and len(lines) > len(last):
