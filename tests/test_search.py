@@ -157,7 +157,7 @@ def test_sqlite_migration_back_fills_an_existing_database(tmp_path: Path) -> Non
     assert report.healthy
     assert "no search index yet" in next(c.detail for c in report.checks if c.name == "search")
     store = SQLiteStore(db)
-    assert store.schema_versions() == [1, 2, 3, 4, 5, 6]
+    assert store.schema_versions() == [1, 2, 3, 4, 5, 6, 7]
     assert [h.seq for h in store.search("s", "item299")] == [305]
     assert [h.seq for h in store.search("s", "quota")] == [3]
     assert store.integrity_check() == []
@@ -178,7 +178,7 @@ def test_postgres_migration_back_fills_an_existing_database() -> None:
         conn.execute("DROP TABLE search_docs")
         conn.execute("DELETE FROM migrations WHERE version = 2")
     store = PostgresStore(dsn)
-    assert store.schema_versions() == [1, 2, 3, 4, 5, 6]
+    assert store.schema_versions() == [1, 2, 3, 4, 5, 6, 7]
     assert [h.seq for h in store.search("s", "item299")] == [305]
     assert [h.seq for h in store.search("s", "quota")] == [3]
     assert store.integrity_check() == []

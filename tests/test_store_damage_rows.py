@@ -287,8 +287,10 @@ def test_a_flipped_byte_inside_a_large_body_is_named(tmp_path: Path) -> None:
     db = tmp_path / "big.db"
     store = SQLiteStore(db)
     store.create_session("s")
+    # a huge tool result is stored once, as a blob (tests/test_stored_once.py); any other
+    # event with a string over a MiB is a large body
     call = AssistantMessage("", (ToolCall("c", "cat", {}),))
-    store.append("s", [call, ToolResult("c", "0123456789" * 300_000)])
+    store.append("s", [call, UserMessage("0123456789" * 300_000)])
     store.close()
     conn = sqlite3.connect(db)
     rowid, kind = conn.execute("SELECT rowid, typeof(body) FROM events WHERE seq = 2").fetchone()

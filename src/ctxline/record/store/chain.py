@@ -165,6 +165,9 @@ class Body:
     data: bytes | None
     """The bytes themselves, or None for a large body (use :meth:`pieces`)."""
     event: Event
+    external: str | None = None
+    """The blob handle of the content of an external row (``store.external``): then
+    ``data`` is the event without its content and ``digest`` the whole event's."""
 
     def pieces(self) -> Iterator[bytes]:
         if self.data is not None:

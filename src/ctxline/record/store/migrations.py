@@ -22,6 +22,10 @@ Version 6, ``redaction``: ``chain.redacted``, the digest of a redacted event's b
 (:mod:`ctxline.record.store.redaction`); NULL for every row until ``forget`` redacts
 one, so an older file's chain verifies exactly as before.
 
+Version 7, ``external``: ``chain.external``, the blob handle of a huge tool result's
+content stored once (:mod:`ctxline.record.store.external`); NULL for every older row,
+which keeps its content and verifies exactly as before.
+
 Version 3, ``chain``: ``chain`` holds each event's body digest and hash link
 (:mod:`ctxline.record.store.chain`), and ``timelines.link`` the link of each head; the
 migration computes both for the events already stored, parents before forks. A
@@ -44,7 +48,12 @@ from ctxline.record.parse import event_from_json
 from ctxline.record.store.base import Clock
 from ctxline.record.store.chain import GENESIS, chain_link
 from ctxline.record.store.rows import apply_steps
-from ctxline.record.store.sql_migrations import REDACTION_SQL, chain_timelines, record_sql
+from ctxline.record.store.sql_migrations import (
+    EXTERNAL_SQL,
+    REDACTION_SQL,
+    chain_timelines,
+    record_sql,
+)
 from ctxline.record.store.sqlite_events import body_digest, link_at, visible_segments
 from ctxline.record.store.sqlite_memory import MEMORY_INDEX_SQL, MEMORY_SQL
 from ctxline.record.store.textsearch import index_words
@@ -158,6 +167,7 @@ SQLITE_MIGRATIONS: tuple[tuple[int, str, Step], ...] = (
     (4, "memory", MEMORY_SQL),
     (5, "memory_index", MEMORY_INDEX_SQL),
     (6, "redaction", REDACTION_SQL),
+    (7, "external", EXTERNAL_SQL),
 )
 
 

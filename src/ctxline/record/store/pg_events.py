@@ -19,16 +19,18 @@ import json
 import struct
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import psycopg
 
 from ctxline.errors import IntegrityError, UnknownSession, UnknownTimeline, ValidationError
 from ctxline.record.codec import format_at, parse_at
-from ctxline.record.events import StoredEvent
+from ctxline.record.events import Event, StoredEvent
 from ctxline.record.store.chain import GENESIS, Body, ChainCheck, chain_link
 from ctxline.record.store.checks import Existing, call_ids
-from ctxline.record.store.rows import Segment, parse_body
+from ctxline.record.store.external import resolved
+from ctxline.record.store.rows import Segment, parse_body, text_of
 from ctxline.record.store.sql_events import (
     ChainWalk,
     Row,
@@ -41,10 +43,12 @@ from ctxline.record.store.sql_events import link_at as sql_link_at
 __all__ = [
     "PgTimeline",
     "Pieces",
+    "blob_text",
     "call_key",
     "copy_rows",
     "existing_ids",
     "fetch_all",
+    "has_external",
     "has_redactions",
     "insert_events",
     "large_body",
@@ -102,10 +106,12 @@ def read_events(
     limit: int | None,
     chained: bool,
     redactable: bool = False,
+    external: bool = False,
 ) -> list[StoredEvent]:
     segments, own = visible_segments(conn, session, timeline, chained)
     prev = link_at(conn, session, segments, min(after_seq, own.head)) if chained else ""
     red = "c.digest, c.redacted" if chained and redactable else "NULL, NULL"
+    ext = "c.external" if chained and external else "NULL"
     join = (
         "LEFT JOIN chain c ON c.session = e.session AND c.timeline = e.timeline AND c.seq = e.seq"
         if chained
@@ -115,7 +121,8 @@ def read_events(
     def fetch(name: str, lo: int, upto: int, want: int | None) -> list[Row]:
         return fetch_all(
             conn,
-            f"SELECT e.seq, e.id, e.at, {SMALL_BODY}, {'c.link' if chained else 'NULL'}, {red}"
+            f"SELECT e.seq, e.id, e.at, {SMALL_BODY}, {'c.link' if chained else 'NULL'}, {red},"
+            f" {ext}"
             f" FROM events e {join}"
             " WHERE e.session = %s AND e.timeline = %s AND e.seq > %s AND e.seq <= %s"
             " ORDER BY e.seq LIMIT %s",
@@ -123,14 +130,24 @@ def read_events(
         )
 
     def fix(name: str, row: Row) -> Row:
-        seq, eid, at, body, link, digest, redacted = row
+        seq, eid, at, body, link, digest, redacted, ext_ref = row
         seq = int(seq)
         if body is None:
             body = large_body(conn, session, name, seq)
-        return seq, eid, at, body, link, digest, redacted
+        return seq, eid, at, body, link, digest, redacted, ext_ref
 
     return read_checked(
-        session, timeline, after_seq, limit, chained, segments, own, prev, fetch, fix
+        session,
+        timeline,
+        after_seq,
+        limit,
+        chained,
+        segments,
+        own,
+        prev,
+        fetch,
+        fix,
+        lambda ref, where: blob_text(conn, ref, where),
     )
 
 
@@ -157,21 +174,40 @@ def large_body(conn: Conn, session: str, timeline: str, seq: int) -> str:
     ``substr`` of characters per statement decompressed and walked the whole prefix each
     time (quadratic: 80 s for 200 MB in 8M-character slices); libpq's buffer stays the
     size of one slice (it kept 64 MB after 32M-character slices, issue 25)."""
-    data = bytearray()
+    source = (
+        "SELECT convert_to(body, 'UTF8') AS b FROM events"
+        " WHERE session = %s AND timeline = %s AND seq = %s"
+    )
+    data = _sliced(conn, source, (session, timeline, seq))
+    return (data or bytearray()).decode()
+
+
+def _sliced(conn: Conn, source: str, params: Sequence[Any]) -> bytearray | None:
+    """The bytes of column ``b`` of the one row ``source`` selects, a slice per fetch
+    (None: no row)."""
+    data: bytearray | None = None
     with conn.transaction(), conn.cursor(name="ctxline_large_body", binary=True) as cur:
         cur.itersize = 1
         cur.execute(
             "SELECT octet_length(s.b), g - 1, substring(s.b FROM g FOR %s) FROM"
-            " (SELECT convert_to(body, 'UTF8') AS b FROM events"
-            " WHERE session = %s AND timeline = %s AND seq = %s OFFSET 0) s,"
+            f" ({source} OFFSET 0) s,"
             " generate_series(1, greatest(octet_length(s.b), 1), %s) g ORDER BY g",
-            (SLICE_BYTES, session, timeline, seq, SLICE_BYTES),
+            (SLICE_BYTES, *params, SLICE_BYTES),
         )
         for size, at, piece in cur:
-            if not data:
+            if data is None:
                 data = bytearray(size)  # filled in place: no list of slices and its join
             data[at : at + len(piece)] = piece
-    return data.decode()
+    return data
+
+
+def blob_text(conn: Conn, ref: str, where: str) -> str:
+    """The content of an external row (``store.external``) in slices, not checked against
+    its handle here: the whole event's digest, checked against the row's link, covers it."""
+    data = _sliced(conn, "SELECT data AS b FROM blobs WHERE ref = %s", (ref,))
+    if data is None:
+        raise IntegrityError(f"{where}: its content blob {ref[:80]} is missing; run ctxline doctor")
+    return text_of(data, where)
 
 
 def existing_ids(conn: Conn, ids: Sequence[str]) -> dict[str, Existing]:
@@ -248,7 +284,7 @@ def insert_events(
     for s, body in zip(stored, bodies, strict=True):
         at = format_at(s.at)
         prev = chain_link(prev, s.seq, s.id, at, body.digest)
-        links.append((session, timeline, s.seq, body.digest, prev))
+        links.append((session, timeline, s.seq, body.digest, prev, body.external))
         if body.data is None and binary:
             big.append((session, timeline, s.seq, s.id, at, s.kind, body))
         else:
@@ -262,7 +298,8 @@ def insert_events(
                 small,
             )
         cur.executemany(
-            "INSERT INTO chain(session, timeline, seq, digest, link) VALUES (%s, %s, %s, %s, %s)",
+            "INSERT INTO chain(session, timeline, seq, digest, link, external)"
+            " VALUES (%s, %s, %s, %s, %s, %s)",
             links,
         )
         calls = [(session, timeline, call_key(c), s.seq) for s in stored for c in call_ids(s.event)]
@@ -284,19 +321,25 @@ def verify_segments(
     own: PgTimeline,
     start: str = GENESIS,
     redactable: bool | None = None,
+    external: bool | None = None,
 ) -> ChainCheck:
     """The links of the events of ``segments`` recomputed from ``start`` (bodies hashed
     by the server: ``sha256`` of their UTF-8, so no body crosses the wire; a redacted
-    one is read to check its form). ``redactable``: ``chain.redacted`` exists (None: look)."""
+    one is read to check its form, an external one to hash the whole event with its
+    content put back). ``redactable``, ``external``: ``chain.redacted``,
+    ``chain.external`` exist (None: look)."""
     if redactable is None:
         redactable = has_redactions(conn)
+    if external is None:
+        external = has_external(conn)
     red = "c.redacted" if redactable else "NULL"
+    ext = "c.external" if external else "NULL"
     walk = ChainWalk(session, start, segments[0].base if segments else 0)
     for seg in segments:
         lo = seg.base
         while not walk.full:
             rows = conn.execute(
-                f"SELECT e.seq, e.id, e.at, c.digest, c.link, {red},"
+                f"SELECT e.seq, e.id, e.at, c.digest, c.link, {red}, {ext},"
                 " 'sha256:' || encode(sha256(convert_to(e.body, 'UTF8')), 'hex')"
                 " FROM events e LEFT JOIN chain c ON c.session = e.session"
                 " AND c.timeline = e.timeline AND c.seq = e.seq"
@@ -306,7 +349,11 @@ def verify_segments(
             ).fetchall()
             if not rows:
                 break
-            for seq, eid, at, digest, link, redacted, have in rows:
+            for seq, eid, at, digest, link, redacted, ext_ref, have in rows:
+                if ext_ref is not None:
+                    have = walk.whole(
+                        partial(_external_event, conn, session, seg.name, int(seq), str(ext_ref))
+                    )
                 form = None
                 if redacted is not None:
                     where = f"{session}/{seg.name} seq {int(seq)}"
@@ -317,6 +364,23 @@ def verify_segments(
             lo = walk.last
         walk.end(seg)
     return walk.result(timeline, own)
+
+
+def _external_event(conn: Conn, session: str, timeline: str, seq: int, ref: str) -> Event:
+    where = f"{session}/{timeline} seq {seq}"
+    event = parse_body([large_body(conn, session, timeline, seq)], where)
+    return resolved(event, partial(blob_text, conn, ref, where), where)
+
+
+def has_external(conn: Conn) -> bool:
+    """Whether the schema has ``chain.external`` (version 7, ``external``)."""
+    return (
+        conn.execute(
+            "SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema()"
+            " AND table_name = 'chain' AND column_name = 'external'"
+        ).fetchone()
+        is not None
+    )
 
 
 def has_redactions(conn: Conn) -> bool:

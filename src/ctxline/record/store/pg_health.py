@@ -12,6 +12,7 @@ link; bodies hashed by the server), ``calls``, ``blobs`` (re-hashed in SQL) and
 from __future__ import annotations
 
 from collections import Counter
+from functools import partial
 from typing import Any
 
 import psycopg
@@ -20,12 +21,15 @@ from ctxline.errors import CtxlineError
 from ctxline.record.codec import parse_at
 from ctxline.record.store.base import HealthCheck
 from ctxline.record.store.checks import call_ids
+from ctxline.record.store.external import resolved
 from ctxline.record.store.pg_events import (
     LARGE_BODY,
     SMALL_BODY,
+    blob_text,
     call_key,
     decode_meta,
     fetch_all,
+    has_external,
     large_body,
     link_at,
     verify_segments,
@@ -113,10 +117,16 @@ def _rows(conn: Conn, searched: bool) -> tuple[HealthCheck, HealthCheck, HealthC
     search_problems: list[str] = []
     n = indexed = 0
     last: tuple[str, str, int] = ("", "", 0)
+    ext = (
+        "(SELECT c.external FROM chain c WHERE c.session = e.session"
+        " AND c.timeline = e.timeline AND c.seq = e.seq)"
+        if has_external(conn)
+        else "NULL"
+    )
     while True:
         chunk = fetch_all(
             conn,
-            f"SELECT e.session, e.timeline, e.seq, e.kind, e.at, {SMALL_BODY} FROM events e"
+            f"SELECT e.session, e.timeline, e.seq, e.kind, e.at, {ext}, {SMALL_BODY} FROM events e"
             " WHERE (e.session, e.timeline, e.seq) > (%s, %s, %s)"
             " ORDER BY e.session, e.timeline, e.seq LIMIT %s",
             (LARGE_BODY, *last, CHUNK),
@@ -127,15 +137,18 @@ def _rows(conn: Conn, searched: bool) -> tuple[HealthCheck, HealthCheck, HealthC
         compare: list[tuple[str, str, int, str]] = []
         chunk.reverse()
         while chunk:
-            session, timeline, seq, kind, at, body = chunk.pop()
+            session, timeline, seq, kind, at, ext_ref, body = chunk.pop()
             seq, n = int(seq), n + 1
             key = (session, timeline, seq)
             if body is None:
                 body = large_body(conn, session, timeline, seq)
             box = [body]
             del body
+            where = f"{session}/{timeline} seq {seq}"
             try:
-                event = parse_body(box, f"{session}/{timeline} seq {seq}")
+                event = parse_body(box, where)
+                if ext_ref is not None:  # its content is a blob (store.external)
+                    event = resolved(event, partial(blob_text, conn, str(ext_ref), where), where)
             except CtxlineError as exc:
                 problems.append(_doctor(exc))
                 docs.discard(key)

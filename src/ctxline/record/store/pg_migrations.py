@@ -21,6 +21,8 @@ first, as in SQLite.
 
 Version 6, ``redaction``: ``chain.redacted``, as in SQLite.
 
+Version 7, ``external``: ``chain.external``, as in SQLite.
+
 Version 3, ``chain``: ``chain`` (digest and hash link per event) and
 ``timelines.link``, as in SQLite; the migration computes them for the events already
 stored, parents before forks, with the bodies hashed by the server (``sha256`` of
@@ -45,7 +47,12 @@ from ctxline.record.store.chain import GENESIS, chain_link
 from ctxline.record.store.pg_events import link_at, visible_segments
 from ctxline.record.store.pg_memory import PG_MEMORY_INDEX_SQL, PG_MEMORY_SQL
 from ctxline.record.store.rows import apply_steps
-from ctxline.record.store.sql_migrations import REDACTION_SQL, chain_timelines, record_sql
+from ctxline.record.store.sql_migrations import (
+    EXTERNAL_SQL,
+    REDACTION_SQL,
+    chain_timelines,
+    record_sql,
+)
 from ctxline.record.store.textsearch import index_words
 
 __all__ = ["MIGRATION_LOCK", "PG_MIGRATIONS", "apply_pg_migrations", "index_events"]
@@ -164,6 +171,7 @@ PG_MIGRATIONS: tuple[tuple[int, str, Step], ...] = (
     (4, "memory", PG_MEMORY_SQL),
     (5, "memory_index", PG_MEMORY_INDEX_SQL),
     (6, "redaction", REDACTION_SQL),
+    (7, "external", EXTERNAL_SQL),
 )
 
 

@@ -27,7 +27,7 @@ _ROW = "WHERE session = %s AND timeline = %s AND seq = %s"
 
 
 def _read_one(conn: Any, r: Redaction) -> Event:
-    (stored,) = read_events(conn, r.session, r.timeline, r.seq - 1, 1, True, True)
+    (stored,) = read_events(conn, r.session, r.timeline, r.seq - 1, 1, True, True, True)
     return stored.event
 
 

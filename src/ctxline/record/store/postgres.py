@@ -67,6 +67,7 @@ from ctxline.record.store.pg_blobs import PostgresBlobs
 from ctxline.record.store.pg_events import (
     call_key,
     existing_ids,
+    has_external,
     has_redactions,
     insert_events,
     link_at,
@@ -162,6 +163,7 @@ class PostgresStore(CheckedAppends, PgSessions, SqlEvents):
                     )
             self._chained = "chain" in tables
             self._redactable = self._chained and has_redactions(first)
+            self._external = self._chained and has_external(first)
         self._pool: ConnectionPool[Conn] = ConnectionPool(
             dsn,
             min_size=1,

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ctxline.errors import CtxlineError, IntegrityError, ValidationError
-from ctxline.record.blobs import blob_ref
+from ctxline.record.blobs import blob_ref, text_ref
 from ctxline.record.events import Event
 from ctxline.record.parse import event_from_json
 from ctxline.record.store.base import MAIN, HealthCheck
@@ -36,6 +36,7 @@ __all__ = [
     "listed",
     "measure",
     "parse_body",
+    "text_of",
     "text_pieces",
 ]
 
@@ -94,6 +95,16 @@ def parse_body(box: list[str | bytes], where: str) -> Event:
         ) from None
 
 
+def text_of(data: bytes | bytearray, where: str) -> str:
+    """Stored UTF-8 as text; IntegrityError naming ``where`` when it is not UTF-8."""
+    try:
+        return data.decode()
+    except UnicodeDecodeError:
+        raise IntegrityError(
+            f"{where}: its stored content is not UTF-8; run ctxline doctor"
+        ) from None
+
+
 def text_pieces(text: str) -> Callable[[], Iterator[bytes]]:
     """A re-startable source of ``text``'s UTF-8, a slice at a time."""
     return lambda: (text[i : i + PIECE_CHARS].encode() for i in range(0, len(text), PIECE_CHARS))
@@ -123,12 +134,21 @@ class PieceBlobs:
         )
         return ref
 
+    _last: tuple[str, str] | None = None
+    """The last huge text saved and its handle (an external row names it next)."""
+
     def put_text(self, text: str) -> str:
         """Save ``text`` as UTF-8 (the same blob as ``put(text.encode())``), in pieces."""
         pieces = text_pieces(text)
         ref, size = measure(pieces)
         self._put(ref, size, pieces)
+        self._last = (text, ref) if len(text) > PIECE_CHARS else None
         return ref
+
+    def ref_of(self, text: str) -> str:
+        """``text_ref(text)``, without hashing it again when it is the text just saved."""
+        last = self._last
+        return last[1] if last is not None and last[0] is text else text_ref(text)
 
     def _put(self, ref: str, size: int, pieces: Callable[[], Iterator[bytes]]) -> None:
         raise NotImplementedError

@@ -15,12 +15,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from ctxline.errors import IntegrityError, ValidationError
 from ctxline.record.codec import parse_at
 from ctxline.record.events import Event, StoredEvent
 from ctxline.record.store.chain import GENESIS, ChainCheck, chain_link
+from ctxline.record.store.external import resolved, whole_digest
 from ctxline.record.store.redaction import check_form
 from ctxline.record.store.rows import Segment, body_digest, parse_body
 
@@ -38,8 +40,9 @@ __all__ = [
 MAX_PROBLEMS = 20
 
 Row = tuple[Any, ...]
-"""One event row as read: ``(seq, id, at, body, link, digest, redacted)`` (``digest``, the
-chained one, and ``redacted``, the digest of a redacted body, may be None)."""
+"""One event row as read: ``(seq, id, at, body, link, digest, redacted, external)``
+(``digest``, the chained one, ``redacted``, the digest of a redacted body, and
+``external``, the blob handle of an external row's content, may be None)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,12 +120,14 @@ def read_checked(
     prev: str,
     fetch: Callable[[str, int, int, int | None], list[Row]],
     fix: Callable[[str, Row], Row],
+    load: Callable[[str, str], str],
 ) -> list[StoredEvent]:
     """The visible events after ``after_seq``, every row checked: seqs gap-free, each
     link recomputed from ``prev`` and the row, the last link against the head's.
     ``fetch(timeline, lo, upto, want)`` reads one segment's rows (``want`` None: all);
-    ``fix(timeline, row)`` turns a row as the engine gave it into ``(seq, id, at,
-    body, link)`` one row at a time (so a large body is read only when its turn comes)."""
+    ``fix(timeline, row)`` turns a row as the engine gave it into a :data:`Row` one row
+    at a time (so a large body is read only when its turn comes); ``load(ref, where)``
+    reads an external row's content (``store.external``)."""
     out: list[StoredEvent] = []
     last = after_seq
     for seg in segments:
@@ -133,7 +138,7 @@ def read_checked(
         rows = fetch(seg.name, lo, seg.upto, want)
         rows.reverse()
         while rows:
-            seq, eid, at, body, link, digest, redacted = fix(seg.name, rows.pop())
+            seq, eid, at, body, link, digest, redacted, external = fix(seg.name, rows.pop())
             where = f"{session}/{seg.name} seq {seq}"
             if seq != last + 1:
                 raise IntegrityError(
@@ -141,10 +146,22 @@ def read_checked(
                     f" seq {seq}); run ctxline doctor"
                 )
             at = stored_at(at, where)
+            event: Event | None = None
+            if external is not None:  # the content is a blob: check the whole event
+                if redacted is not None or not chained:
+                    raise IntegrityError(
+                        f"{where}: an external row that is redacted or unchained; run"
+                        " ctxline doctor"
+                    )
+                box = [body]
+                del body
+                ref = str(external)
+                event = resolved(parse_body(box, where), partial(load, ref, where), where)
+                body = b""
             if chained:
                 if link is None:
                     raise IntegrityError(f"{where} has no hash link; run ctxline doctor")
-                have = body_digest(body)
+                have = body_digest(body) if event is None else whole_digest(event)
                 if redacted is not None:  # a tombstone: its own digest, the chained one linked
                     if have != redacted:
                         raise IntegrityError(
@@ -158,9 +175,10 @@ def read_checked(
                         " seq, id or time was changed outside ctxline); run ctxline doctor"
                     )
                 prev = link
-            box = [body]
-            del body
-            event = parse_body(box, where)
+            if event is None:
+                box = [body]
+                del body
+                event = parse_body(box, where)
             if chained and redacted is not None:
                 check_form(event, str(digest), where)
             try:
@@ -238,6 +256,15 @@ class ChainWalk:
             )
         self.prev = link if isinstance(link, str) else self.prev
         self.last = seq
+
+    def whole(self, event: Callable[[], Event]) -> str:
+        """The whole-event digest of an external row (``event`` puts its content back);
+        a row that cannot be read is a problem, and its link will not match."""
+        try:
+            return whole_digest(event())
+        except IntegrityError as exc:
+            self.problems.append(str(exc).removesuffix("; run ctxline doctor"))
+            return ""
 
     @property
     def full(self) -> bool:

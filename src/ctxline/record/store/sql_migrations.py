@@ -17,10 +17,14 @@ from typing import Any
 
 from ctxline.errors import IntegrityError
 
-__all__ = ["REDACTION_SQL", "chain_timelines", "record_sql"]
+__all__ = ["EXTERNAL_SQL", "REDACTION_SQL", "chain_timelines", "record_sql"]
 
 REDACTION_SQL = "ALTER TABLE chain ADD COLUMN redacted TEXT"
 """Migration 6, ``redaction``: the digest of a redacted body (NULL: not redacted)."""
+
+EXTERNAL_SQL = "ALTER TABLE chain ADD COLUMN external TEXT"
+"""Migration 7, ``external``: the blob handle of an external row's content, a huge tool
+result stored once (:mod:`ctxline.record.store.external`; NULL: the row holds it)."""
 
 _RECORD = """
         CREATE TABLE sessions (

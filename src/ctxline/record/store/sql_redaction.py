@@ -61,12 +61,17 @@ def redact_rows(
         if body.size > MAX_EVENT_BYTES:
             raise ValidationError(f"{where}: the redacted event is too large", field="event")
         write_body(conn, r, body)
-        conn.execute(
-            f"UPDATE chain SET redacted = {m} WHERE session = {m} AND timeline = {m} AND seq = {m}",
+        conn.execute(  # a redacted row holds its (tombstone) content: never external
+            f"UPDATE chain SET redacted = {m}, external = NULL"
+            f" WHERE session = {m} AND timeline = {m} AND seq = {m}",
             (body.digest, r.session, r.timeline, r.seq),
         )
         conn.execute(f"DELETE FROM token_counts WHERE event_id = {m}", (eid,))
-        for ref in removed_refs(old, r.event):
-            conn.execute(f"DELETE FROM blobs WHERE ref = {m}", (ref,))
+        for ref in removed_refs(old, r.event):  # kept while another row's content is it
+            conn.execute(
+                f"DELETE FROM blobs WHERE ref = {m}"
+                f" AND NOT EXISTS (SELECT 1 FROM chain WHERE external = {m})",
+                (ref, ref),
+            )
         reindex(conn, r, old, r.event)
     return len(redactions)

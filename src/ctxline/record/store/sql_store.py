@@ -18,11 +18,11 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from ctxline.errors import Conflict, ValidationError
-from ctxline.record.blobs import BlobStore
-from ctxline.record.events import JsonValue, Pending, StoredEvent
+from ctxline.record.blobs import BlobStore, text_ref
+from ctxline.record.events import JsonValue, Pending, StoredEvent, ToolResult
 from ctxline.record.store.base import MAIN, Batch, Clock, SearchHit
 from ctxline.record.store.chain import GENESIS, Body, ChainCheck
 from ctxline.record.store.checks import (
@@ -33,6 +33,7 @@ from ctxline.record.store.checks import (
     prepare_batch,
     resolve_retry,
 )
+from ctxline.record.store.external import external_body, is_external
 from ctxline.record.store.rows import Segment
 from ctxline.record.store.sql_events import Timeline
 from ctxline.record.store.textsearch import Query, check_limit, index_words, parse_query, to_hits
@@ -56,11 +57,11 @@ class Dialect:
     mark: str
     visible: Callable[[Any, str, str, bool], tuple[list[Segment], Timeline]]
     link_at: Callable[[Any, str, Sequence[Segment], int], str]
-    read: Callable[[Any, str, str, int, int | None, bool, bool], list[StoredEvent]]
+    read: Callable[[Any, str, str, int, int | None, bool, bool, bool], list[StoredEvent]]
     existing: Callable[[Any, Sequence[str]], dict[str, Existing]]
     insert: Callable[[Any, str, str, str, Sequence[StoredEvent], Sequence[Body]], str]
     index: Callable[[Any, Sequence[tuple[str, str, int, list[str]]]], int]
-    verify: Callable[[Any, str, str, Sequence[Segment], Timeline, str, bool], ChainCheck]
+    verify: Callable[[Any, str, str, Sequence[Segment], Timeline, str, bool, bool], ChainCheck]
     rank_sql: str
     """The search's ranking SELECT (seq, score) with ``{visible}`` to fill; its
     parameters are the query text, the session, the segments' and the limit."""
@@ -75,6 +76,8 @@ class SqlEvents:
     _chained: bool
     _redactable: bool
     """The schema has ``chain.redacted`` (version 6): reads check redacted rows."""
+    _external: bool
+    """The schema has ``chain.external`` (version 7): reads put external content back."""
     _clock: Clock
     _new_id: Callable[[], str]
 
@@ -111,6 +114,7 @@ class SqlEvents:
             StoredEvent(head + i + 1, p.id or self._new_id(), p.at or now, p.event)
             for i, p in enumerate(batch)
         ]
+        bodies = [self._stored_once(conn, body) for body in bodies]
         prev = own.link or sql.link_at(conn, session, segments, head)
         link = sql.insert(conn, session, timeline, prev, stored, bodies)
         sql.index(conn, [(session, timeline, s.seq, w) for s, w in zip(stored, words, strict=True)])
@@ -121,13 +125,38 @@ class SqlEvents:
         )
         return stored
 
+    def _stored_once(self, conn: Any, body: Body) -> Body:
+        """An external row for a huge result whose blob is saved (``store.external``);
+        the body as it is otherwise (an inline row is always right, only larger)."""
+        if not is_external(body.event):
+            return body
+        blobs = self.blobs
+        content = cast(ToolResult, body.event).content
+        ref_of = getattr(blobs, "ref_of", None)
+        ref = ref_of(content) if callable(ref_of) else text_ref(content)
+        m = self._sql.mark
+        if conn.execute(f"SELECT 1 FROM blobs WHERE ref = {m}", (ref,)).fetchone() is None:
+            return body
+        return external_body(body, str(ref))
+
+    @property
+    def blobs(self) -> BlobStore:
+        raise NotImplementedError
+
     def read(
         self, session: str, timeline: str = MAIN, *, after_seq: int = 0, limit: int | None = None
     ) -> list[StoredEvent]:
         check_read(after_seq, limit)
         with self._reading() as conn:
             return self._sql.read(
-                conn, session, timeline, after_seq, limit, self._chained, self._redactable
+                conn,
+                session,
+                timeline,
+                after_seq,
+                limit,
+                self._chained,
+                self._redactable,
+                self._external,
             )
 
     def verify_chain(self, session: str, timeline: str = MAIN) -> ChainCheck:
@@ -146,7 +175,14 @@ class SqlEvents:
                     ),
                 )
             return self._sql.verify(
-                conn, session, timeline, segments, own, GENESIS, self._redactable
+                conn,
+                session,
+                timeline,
+                segments,
+                own,
+                GENESIS,
+                self._redactable,
+                self._external,
             )
 
     def search(
@@ -176,7 +212,14 @@ class SqlEvents:
             rows = []
             for seq, score in ranked:
                 found = sql.read(
-                    conn, session, timeline, int(seq) - 1, 1, self._chained, self._redactable
+                    conn,
+                    session,
+                    timeline,
+                    int(seq) - 1,
+                    1,
+                    self._chained,
+                    self._redactable,
+                    self._external,
                 )
                 rows += [(ev, float(score)) for ev in found if ev.seq == int(seq)]
         return to_hits(rows, parsed, limit)
@@ -225,7 +268,14 @@ class SqlStream:
         check_read(after_seq, limit)
         store = self._store
         return store._sql.read(
-            self._conn, session, timeline, after_seq, limit, store._chained, store._redactable
+            self._conn,
+            session,
+            timeline,
+            after_seq,
+            limit,
+            store._chained,
+            store._redactable,
+            store._external,
         )
 
     def set_meta(self, session: str, meta: dict[str, JsonValue]) -> None:

@@ -53,6 +53,7 @@ from ctxline.record.store.sqlite_blobs import SQLiteBlobs
 from ctxline.record.store.sqlite_events import (
     Segment,
     existing_ids,
+    has_external,
     has_redactions,
     insert_events,
     link_at,
@@ -151,6 +152,7 @@ class SQLiteStore(CheckedAppends, SQLiteSessions, SqlEvents):
                     apply_sqlite_migrations(conn, self._clock)
                 self._chained = True
             self._redactable = self._chained and has_redactions(self._conn)
+            self._external = self._chained and has_external(self._conn)
         except sqlite3.Error as exc:
             self._conn.close()
             raise sqlite_failure(exc, self.path, "open the database") from None
@@ -180,6 +182,7 @@ class SQLiteStore(CheckedAppends, SQLiteSessions, SqlEvents):
         self._state = file_state(file)
         self._chained = self._check_schema()
         self._redactable = self._chained and has_redactions(self._conn)
+        self._external = self._chained and has_external(self._conn)
 
     def _check_schema(self) -> bool:
         tables = {r[0] for r in self._conn.execute("SELECT name FROM sqlite_master")}

@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import sqlite3
 from collections.abc import Sequence
+from functools import partial
 
 from ctxline.errors import IntegrityError, UnknownSession, UnknownTimeline, ValidationError
 from ctxline.record.codec import format_at, parse_at
@@ -37,7 +38,8 @@ from ctxline.record.store.chain import (
     chain_link,
 )
 from ctxline.record.store.checks import Existing, call_ids
-from ctxline.record.store.rows import Segment, body_digest, parse_body
+from ctxline.record.store.external import resolved
+from ctxline.record.store.rows import Segment, body_digest, parse_body, text_of
 from ctxline.record.store.sql_events import (
     ChainWalk,
     Row,
@@ -50,8 +52,10 @@ from ctxline.record.store.sql_events import link_at as sql_link_at
 __all__ = [
     "Segment",
     "TimelineRow",
+    "blob_text",
     "body_digest",
     "existing_ids",
+    "has_external",
     "has_redactions",
     "insert_events",
     "link_at",
@@ -102,17 +106,20 @@ def read_events(
     limit: int | None,
     chained: bool,
     redactable: bool = False,
+    external: bool = False,
 ) -> list[StoredEvent]:
     """The visible events after ``after_seq``, every row checked (see the module doc);
-    ``redactable``: the schema has ``chain.redacted`` (version 6)."""
+    ``redactable``: the schema has ``chain.redacted`` (version 6); ``external``: it has
+    ``chain.external`` (version 7)."""
     segments, own = visible_segments(conn, session, timeline, chained)
     prev = link_at(conn, session, segments, min(after_seq, own.head)) if chained else ""
     red = "c.digest, c.redacted" if redactable else "NULL, NULL"
+    ext = "c.external" if external else "NULL"
     join = (
-        f"c.link, {red} FROM events e LEFT JOIN chain c ON c.session = e.session"
+        f"c.link, {red}, {ext} FROM events e LEFT JOIN chain c ON c.session = e.session"
         " AND c.timeline = e.timeline AND c.seq = e.seq"
         if chained
-        else "NULL, NULL, NULL FROM events e"
+        else "NULL, NULL, NULL, NULL FROM events e"
     )
 
     def fetch(name: str, lo: int, upto: int, want: int | None) -> list[Row]:
@@ -124,8 +131,31 @@ def read_events(
         ).fetchall()
 
     return read_checked(
-        session, timeline, after_seq, limit, chained, segments, own, prev, fetch, _as_read
+        session,
+        timeline,
+        after_seq,
+        limit,
+        chained,
+        segments,
+        own,
+        prev,
+        fetch,
+        _as_read,
+        lambda ref, where: blob_text(conn, ref, where),
     )
+
+
+def blob_text(conn: sqlite3.Connection, ref: str, where: str) -> str:
+    """The content of an external row (``store.external``), not checked against its handle
+    here: the whole event's digest, checked against the row's link, covers it."""
+    row = conn.execute("SELECT rowid, typeof(data) FROM blobs WHERE ref = ?", (ref,)).fetchone()
+    if row is None or row[1] != "blob":
+        raise IntegrityError(
+            f"{where}: its content blob {ref[:80]} is missing or not bytes; run ctxline doctor"
+        )
+    with conn.blobopen("blobs", "data", row[0], readonly=True) as blob:
+        data = blob.read()
+    return text_of(data, where)
 
 
 def _as_read(name: str, row: Row) -> Row:
@@ -166,7 +196,7 @@ def insert_events(
     for s, body in zip(stored, bodies, strict=True):
         at = format_at(s.at)
         prev = chain_link(prev, s.seq, s.id, at, body.digest)
-        links.append((session, timeline, s.seq, body.digest, prev))
+        links.append((session, timeline, s.seq, body.digest, prev, body.external))
         if body.data is not None:
             small.append((session, timeline, s.seq, s.id, at, s.kind, body.text))
             continue
@@ -185,13 +215,23 @@ def insert_events(
         small,
     )
     conn.executemany(
-        "INSERT INTO chain(session, timeline, seq, digest, link) VALUES (?, ?, ?, ?, ?)", links
+        "INSERT INTO chain(session, timeline, seq, digest, link, external)"
+        " VALUES (?, ?, ?, ?, ?, ?)",
+        links,
     )
     conn.executemany(
         "INSERT INTO tool_calls(session, timeline, call_id, seq) VALUES (?, ?, ?, ?)",
         [(session, timeline, cid, s.seq) for s in stored for cid in call_ids(s.event)],
     )
     return prev
+
+
+def has_external(conn: sqlite3.Connection) -> bool:
+    """Whether the schema has ``chain.external`` (version 7, ``external``)."""
+    return (
+        conn.execute("SELECT 1 FROM pragma_table_info('chain') WHERE name = 'external'").fetchone()
+        is not None
+    )
 
 
 def has_redactions(conn: sqlite3.Connection) -> bool:
@@ -203,8 +243,14 @@ def has_redactions(conn: sqlite3.Connection) -> bool:
 
 
 def _parsed(conn: sqlite3.Connection, rowid: int, where: str) -> Event:
-    (body,) = conn.execute("SELECT CAST(body AS TEXT) FROM events WHERE rowid = ?", (rowid,)).fetchone()
+    (body,) = conn.execute(
+        "SELECT CAST(body AS TEXT) FROM events WHERE rowid = ?", (rowid,)
+    ).fetchone()
     return parse_body([body], where)
+
+
+def _external_event(conn: sqlite3.Connection, rowid: int, ref: str, where: str) -> Event:
+    return resolved(_parsed(conn, rowid, where), partial(blob_text, conn, ref, where), where)
 
 
 def _streamed_digest(conn: sqlite3.Connection, rowid: int) -> str:
@@ -223,25 +269,34 @@ def verify_segments(
     own: TimelineRow,
     start: str = GENESIS,
     redactable: bool | None = None,
+    external: bool | None = None,
 ) -> ChainCheck:
     """The links of the events of ``segments`` recomputed, from ``start`` (the link
-    before the first segment's events); large bodies are hashed a piece at a time.
-    ``redactable``: the schema has ``chain.redacted`` (None: look)."""
+    before the first segment's events); large bodies are hashed a piece at a time, an
+    external row's whole event with its content put back. ``redactable``, ``external``:
+    the schema has ``chain.redacted``, ``chain.external`` (None: look)."""
     if redactable is None:
         redactable = has_redactions(conn)
+    if external is None:
+        external = has_external(conn)
     walk = ChainWalk(session, start, segments[0].base if segments else 0)
     red = "c.redacted" if redactable else "NULL"
+    ext = "c.external" if external else "NULL"
     for seg in segments:
         rows = conn.execute(
-            f"SELECT e.seq, e.id, e.at, c.digest, c.link, e.rowid, {red},"
+            f"SELECT e.seq, e.id, e.at, c.digest, c.link, e.rowid, {red}, {ext},"
             " CASE WHEN typeof(e.body) = 'blob' THEN NULL ELSE e.body END"
             " FROM events e LEFT JOIN chain c ON c.session = e.session"
             " AND c.timeline = e.timeline AND c.seq = e.seq"
             " WHERE e.session = ? AND e.timeline = ? AND e.seq > ? AND e.seq <= ? ORDER BY e.seq",
             (session, seg.name, seg.base, seg.upto),
         )
-        for seq, eid, at, digest, link, rowid, redacted, body in rows:
-            have = body_digest(body) if body is not None else _streamed_digest(conn, rowid)
+        for seq, eid, at, digest, link, rowid, redacted, ext_ref, body in rows:
+            if ext_ref is not None:
+                where = f"{session}/{seg.name} seq {seq}"
+                have = walk.whole(partial(_external_event, conn, rowid, str(ext_ref), where))
+            else:
+                have = body_digest(body) if body is not None else _streamed_digest(conn, rowid)
             form = None
             if redacted is not None:
                 where = f"{session}/{seg.name} seq {seq}"

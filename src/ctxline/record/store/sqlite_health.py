@@ -25,6 +25,7 @@ import hashlib
 import json
 import sqlite3
 from collections import Counter
+from functools import partial
 from typing import Any
 
 from ctxline.errors import CtxlineError, IntegrityError
@@ -33,8 +34,11 @@ from ctxline.record.events import JsonValue
 from ctxline.record.store.base import HealthCheck, SessionInfo
 from ctxline.record.store.chain import PIECE_CHARS
 from ctxline.record.store.checks import call_ids
+from ctxline.record.store.external import resolved
 from ctxline.record.store.rows import SESSION_SQL, chain_health
 from ctxline.record.store.sqlite_events import (
+    blob_text,
+    has_external,
     link_at,
     parse_body,
     verify_segments,
@@ -166,8 +170,14 @@ def rows_check(
     expected: Counter[tuple[str, str, str, int]] = Counter()
     words: dict[tuple[str, str, int], int] = {}
     n = 0
-    for rowid, session, timeline, seq, kind, at, body in conn.execute(
-        "SELECT rowid, session, timeline, seq, kind, at,"
+    ext = (
+        "(SELECT c.external FROM chain c WHERE c.session = events.session"
+        " AND c.timeline = events.timeline AND c.seq = events.seq)"
+        if has_external(conn)
+        else "NULL"
+    )
+    for rowid, session, timeline, seq, kind, at, ext_ref, body in conn.execute(
+        f"SELECT rowid, session, timeline, seq, kind, at, {ext},"
         " CASE WHEN typeof(body) = 'blob' THEN NULL ELSE body END"
         " FROM events ORDER BY session, timeline, seq"
     ):
@@ -177,6 +187,8 @@ def rows_check(
             box = [_body(conn, rowid, body)]
             del body
             event = parse_body(box, where)
+            if ext_ref is not None:  # its content is a blob (store.external)
+                event = resolved(event, partial(blob_text, conn, str(ext_ref), where), where)
         except CtxlineError as exc:
             problems.append(str(exc).removesuffix("; run ctxline doctor"))
             words[(session, timeline, seq)] = -1

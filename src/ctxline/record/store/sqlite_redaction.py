@@ -30,7 +30,7 @@ _ROW = "WHERE session = ? AND timeline = ? AND seq = ?"
 
 
 def _read_one(conn: sqlite3.Connection, r: Redaction) -> Event:
-    (stored,) = read_events(conn, r.session, r.timeline, r.seq - 1, 1, True, True)
+    (stored,) = read_events(conn, r.session, r.timeline, r.seq - 1, 1, True, True, True)
     return stored.event
 
 
