@@ -204,7 +204,9 @@ def _sliced(conn: Conn, source: str, params: Sequence[Any]) -> bytearray | None:
 def blob_text(conn: Conn, ref: str, where: str) -> str:
     """The content of an external row (``store.external``) in slices, not checked against
     its handle here: the whole event's digest, checked against the row's link, covers it."""
-    data = _sliced(conn, "SELECT data AS b FROM blobs WHERE ref = %s", (ref,))
+    # an expression, so the server detoasts the value once (a bare column would be
+    # decompressed again for every slice)
+    data = _sliced(conn, "SELECT data || ''::bytea AS b FROM blobs WHERE ref = %s", (ref,))
     if data is None:
         raise IntegrityError(f"{where}: its content blob {ref[:80]} is missing; run ctxline doctor")
     return text_of(data, where)
