@@ -11,7 +11,7 @@ whole as :class:`~ctxline.record.events.UnknownEvent`.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Literal, TypeVar
+from typing import Literal, TypeVar, cast
 
 from ctxline.errors import ValidationError
 from ctxline.record.codec import parse_at
@@ -58,10 +58,19 @@ _TODO_OPS: tuple[Literal["write", "update"], ...] = ("write", "update")
 class _Reader:
     """Typed field access on one JSON object, with errors that name field and line."""
 
-    def __init__(self, obj: Mapping[str, JsonValue], line: int | None, prefix: str = "") -> None:
+    def __init__(
+        self, obj: Mapping[str, JsonValue], line: int | None, prefix: str = "", stored: bool = False
+    ) -> None:
         self.obj = obj
         self.line = line
         self.prefix = prefix
+        self.stored = stored
+
+    def json(self, value: object) -> JsonValue:
+        """A JSON value as an event holds it: cleaned (:func:`~ctxline.text.clean_json`), or
+        as decoded when it is a stored body whose digest was checked (ctxline wrote it: it
+        holds no lone surrogate and no NaN, which an append refuses)."""
+        return cast("JsonValue", value) if self.stored else clean_json(value)
 
     def fail(self, name: str, message: str) -> ValidationError:
         return ValidationError(message, field=self.prefix + name, line=self.line)
@@ -95,8 +104,7 @@ class _Reader:
             return {}
         if not isinstance(value, dict):
             raise self.fail("meta", "expected an object")
-        cleaned: dict[str, JsonValue] = clean_json(value)
-        return cleaned
+        return cast("dict[str, JsonValue]", self.json(value))
 
     def items(self, name: str) -> list[dict[str, JsonValue]]:
         value = self.obj.get(name, [])
@@ -108,14 +116,14 @@ class _Reader:
         return [item for item in value if isinstance(item, dict)]
 
     def sub(self, name: str, index: int, item: Mapping[str, JsonValue]) -> _Reader:
-        return _Reader(item, self.line, f"{self.prefix}{name}[{index}].")
+        return _Reader(item, self.line, f"{self.prefix}{name}[{index}].", self.stored)
 
 
 def _tool_calls(r: _Reader) -> tuple[ToolCall, ...]:
     calls = []
     for i, item in enumerate(r.items("tool_calls")):
         c = r.sub("tool_calls", i, item)
-        calls.append(ToolCall(c.text("id"), c.text("name"), clean_json(item.get("arguments", {}))))
+        calls.append(ToolCall(c.text("id"), c.text("name"), c.json(item.get("arguments", {}))))
     return tuple(calls)
 
 
@@ -150,14 +158,12 @@ def _state(r: _Reader) -> State:
     cleared = r.flag("cleared")
     if not cleared and "value" not in r.obj:
         raise r.fail("value", "a state event needs a value, or cleared: true")
-    return State(
-        r.text("source"), None if cleared else clean_json(r.obj["value"]), cleared, r.meta()
-    )
+    return State(r.text("source"), None if cleared else r.json(r.obj["value"]), cleared, r.meta())
 
 
 def _slot(r: _Reader) -> Slot:
     op = r.choice("op", SLOT_OPS)
-    value = clean_json(r.obj.get("value"))
+    value = r.json(r.obj.get("value"))
     if op in ("set", "append", "snapshot") and value is None:
         raise r.fail("value", f"a slot {op} needs a value")
     if op == "append" and not isinstance(value, list):
@@ -187,15 +193,14 @@ def _obj(r: _Reader, name: str) -> dict[str, JsonValue]:
     value = r.obj.get(name, {})
     if not isinstance(value, dict):
         raise r.fail(name, "expected an object")
-    cleaned: dict[str, JsonValue] = clean_json(value)
-    return cleaned
+    return cast("dict[str, JsonValue]", r.json(value))
 
 
 def _tools(r: _Reader) -> Tools:
     tools = []
     for i, item in enumerate(r.items("tools")):
         r.sub("tools", i, item).text("name")
-        tools.append(clean_json(item))
+        tools.append(cast("dict[str, JsonValue]", r.json(item)))
     return Tools(tuple(tools), r.meta())
 
 
@@ -312,8 +317,10 @@ KNOWN_KINDS = tuple(_PARSERS)
 _STORED_KEYS = ("seq", "id", "at")
 
 
-def event_from_json(obj: object, *, line: int | None = None) -> Event:
-    """Validate a decoded JSON object as an event. Stored fields (seq, id, at) are ignored."""
+def event_from_json(obj: object, *, line: int | None = None, stored: bool = False) -> Event:
+    """Validate a decoded JSON object as an event. Stored fields (seq, id, at) are ignored.
+    ``stored``: a body read back whose digest the store checked (its values are kept as
+    decoded, not cleaned again)."""
     if not isinstance(obj, dict):
         raise ValidationError(f"expected a JSON object, got {type(obj).__name__}", line=line)
     kind = obj.get("kind")
@@ -323,7 +330,7 @@ def event_from_json(obj: object, *, line: int | None = None) -> Event:
     if parser is None:
         data = {k: v for k, v in obj.items() if k != "kind" and k not in _STORED_KEYS}
         return UnknownEvent(clean_text(kind), clean_json(data))
-    return parser(_Reader(obj, line))
+    return parser(_Reader(obj, line, stored=stored))
 
 
 def stored_from_json(obj: object, *, line: int | None = None) -> StoredEvent:

@@ -75,19 +75,22 @@ def body_digest(body: str | bytes) -> str:
     )
 
 
-def parse_body(box: list[str | bytes], where: str) -> Event:
+def parse_body(box: list[str | bytes], where: str, *, checked: bool = False) -> Event:
     """The event in a stored body; ``box`` holds the body and is emptied, so the caller
-    keeps no reference while the JSON is parsed (one copy less of a large body)."""
+    keeps no reference while the JSON is parsed (one copy less of a large body).
+    ``checked``: the body's digest matched its hash link, so ctxline wrote it, and its
+    append checked its depth and cleaned its strings: neither is done again."""
     raw = box.pop()
     try:
         text = raw.decode() if isinstance(raw, bytes) else raw
         del raw
         obj = json.loads(text)
         del text
-        deep = json_depth(obj, MAX_DEPTH)  # never rely on the recursion limit: it varies
-        if deep is not None:
-            raise ValueError(f"nested deeper than {MAX_DEPTH} at {'.'.join(deep)[:120]}")
-        return event_from_json(obj)
+        if not checked:
+            deep = json_depth(obj, MAX_DEPTH)  # never rely on the recursion limit: it varies
+            if deep is not None:
+                raise ValueError(f"nested deeper than {MAX_DEPTH} at {'.'.join(deep)[:120]}")
+        return event_from_json(obj, stored=checked)
     except (ValueError, RecursionError, TypeError) as exc:  # JSONDecodeError, huge ints, bad UTF-8
         what = exc.message if isinstance(exc, ValidationError) else f"{type(exc).__name__}: {exc}"
         raise IntegrityError(

@@ -178,7 +178,7 @@ def read_checked(
             if event is None:
                 box = [body]
                 del body
-                event = parse_body(box, where)
+                event = parse_body(box, where, checked=chained)
             if chained and redacted is not None:
                 check_form(event, str(digest), where)
             try:
