@@ -147,7 +147,7 @@ def read_events(
         prev,
         fetch,
         fix,
-        lambda ref, where: blob_text(conn, ref, where),
+        partial(blob_text, conn),
     )
 
 

@@ -157,7 +157,6 @@ def read_checked(
                 del body
                 ref = str(external)
                 event = resolved(parse_body(box, where), partial(load, ref, where), where)
-                body = b""
             if chained:
                 if link is None:
                     raise IntegrityError(f"{where} has no hash link; run ctxline doctor")

@@ -34,7 +34,7 @@ from ctxline.record.store.checks import (
     resolve_retry,
 )
 from ctxline.record.store.external import external_body, is_external
-from ctxline.record.store.rows import Segment
+from ctxline.record.store.rows import PieceBlobs, Segment
 from ctxline.record.store.sql_events import Timeline
 from ctxline.record.store.textsearch import Query, check_limit, index_words, parse_query, to_hits
 
@@ -132,12 +132,11 @@ class SqlEvents:
             return body
         blobs = self.blobs
         content = cast(ToolResult, body.event).content
-        ref_of = getattr(blobs, "ref_of", None)
-        ref = ref_of(content) if callable(ref_of) else text_ref(content)
+        ref = blobs.ref_of(content) if isinstance(blobs, PieceBlobs) else text_ref(content)
         m = self._sql.mark
         if conn.execute(f"SELECT 1 FROM blobs WHERE ref = {m}", (ref,)).fetchone() is None:
             return body
-        return external_body(body, str(ref))
+        return external_body(body, ref)
 
     @property
     def blobs(self) -> BlobStore:

@@ -141,7 +141,7 @@ def read_events(
         prev,
         fetch,
         _as_read,
-        lambda ref, where: blob_text(conn, ref, where),
+        partial(blob_text, conn),
     )
 
 
