@@ -125,7 +125,7 @@ class EnvFold:
         return ()
 
     def _logged(self, header: RequestHeader) -> None:
-        tokens = header.report.get("tokens")
+        tokens = header.report_field("tokens")
         history = tokens.get("history") if isinstance(tokens, dict) else None
         if isinstance(history, int):
             if self._history is not None and history >= self._history:

@@ -41,6 +41,7 @@ from ctxline.record.events import (
     UnknownEvent,
     UserMessage,
 )
+from ctxline.record.lazy_header import LazyRequestHeader
 from ctxline.record.packed import pack
 
 __all__ = [
@@ -135,7 +136,9 @@ def _body(event: Event) -> dict[str, JsonValue]:
             return {"tools": list(event.tools)}
         case RequestHeader():
             out = {"step": event.step, "upto_seq": event.upto_seq, "sha256": event.sha256}
-            packed = None if event.plain else pack(event.options, event.report, step=event.step)
+            packed = event.packed_form() if isinstance(event, LazyRequestHeader) else None
+            if packed is None and not event.plain:
+                packed = pack(event.options, event.report, step=event.step)
             if packed is None:
                 out.update(options=event.options, inputs=event.inputs, report=event.report)
             else:

@@ -83,7 +83,7 @@ def describe(event: Event, width: int = 100) -> str:
         case Tools():
             return "tools: " + ", ".join(str(t.get("name", "?")) for t in event.tools)
         case RequestHeader():
-            tokens = event.report.get("tokens")
+            tokens = event.report_field("tokens")
             total = tokens.get("total") if isinstance(tokens, dict) else None
             size = f", {total:,} tokens" if isinstance(total, int) else ""
             return f"request step {event.step} over seq 1–{event.upto_seq}{size}, {event.sha256[:19]}…"

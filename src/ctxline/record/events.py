@@ -267,6 +267,11 @@ class RequestHeader:
     """Read in the plain form (written before headers were packed): written plainly again,
     so its stored bytes never change (``record/packed.py``). Not part of its value."""
 
+    def report_field(self, name: str) -> JsonValue:
+        """``report.get(name)``. A header read back packed answers a field it stores as is
+        without unpacking the rest of its report (:mod:`ctxline.record.lazy_header`)."""
+        return self.report.get(name)
+
 
 @dataclass(frozen=True, slots=True)
 class StatusSnapshot:

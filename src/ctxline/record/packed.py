@@ -24,11 +24,13 @@ from __future__ import annotations
 
 import json
 import re
+from collections import ChainMap
 from collections.abc import Callable, Mapping
+from typing import cast
 
 from ctxline.record.events import JsonValue
 
-__all__ = ["OPTIONS_V1", "pack", "unpack"]
+__all__ = ["OPTIONS_V1", "pack", "unpack", "unpack_field", "unpacked_report_keys"]
 
 OPTIONS_V1: Mapping[str, JsonValue] = {
     "cache": True,
@@ -219,7 +221,43 @@ def pack(
 
 def unpack_options(opts: Mapping[str, JsonValue]) -> dict[str, JsonValue]:
     """The options a packed header's ``opts`` stand for."""
+    if not opts:  # most headers: every option the table's (a copy: the caller owns it)
+        return dict(_DEFAULT_OPTIONS)
     return _fill(opts, OPTIONS_V1)
+
+
+def unpack_field(
+    opts: Mapping[str, JsonValue], rep: Mapping[str, JsonValue], name: str, *, step: int
+) -> JsonValue:
+    """``unpack(opts, rep, step=step)[1].get(name)``, without unpacking the other fields."""
+    if name not in _UNPACKED:
+        return rep.get(name)
+    value = rep.get(name)
+    if name == "considered":
+        one: dict[str, JsonValue] = {name: value} if name in rep else {}
+        _map_considered(one, _unpack_names)
+        return one.get(name)
+    if name == "actions" and name not in rep:
+        return []  # what _derived gives, whatever the options
+    # the merged options, read through (unpack_options copies and sorts them all)
+    options = ChainMap(cast("dict[str, JsonValue]", opts), cast("dict[str, JsonValue]", OPTIONS_V1))
+    rep_fields, prefix_fields, budget_fields = _derived(options, step)
+    if name == "prefix":
+        return _fill(value, prefix_fields) if isinstance(value, dict) else value
+    if name == "budget":
+        value = rep.get("budget", {})
+        return _fill(value, budget_fields) if isinstance(value, dict) else value
+    if name == "cost":
+        return (
+            _fill(value, _cost_derived(options, value, rep)) if isinstance(value, dict) else value
+        )
+    return value if name in rep else rep_fields.get(name)
+
+
+def unpacked_report_keys() -> frozenset[str]:
+    """The report's top-level fields :func:`unpack` fills in or rewrites; every other field
+    of a packed report is the report's own, as is."""
+    return frozenset(_derived({}, 1)[0]) | {"prefix", "budget", "cost", "considered"}
 
 
 def unpack(
@@ -238,3 +276,7 @@ def unpack(
         report["cost"] = _fill(cost, _cost_derived(options, cost, report))
     _map_considered(report, _unpack_names)
     return options, report
+
+
+_UNPACKED = unpacked_report_keys()
+_DEFAULT_OPTIONS = _sorted(dict(OPTIONS_V1))

@@ -46,6 +46,7 @@ from ctxline.record.events import (
     UserMessage,
 )
 from ctxline.record.jsonvalue import as_int
+from ctxline.record.lazy_header import LazyRequestHeader
 from ctxline.record.packed import unpack
 from ctxline.text import clean_json, clean_text
 
@@ -212,6 +213,10 @@ def _request(r: _Reader) -> RequestHeader:
         if "options" in r.obj or "report" in r.obj:
             raise r.fail("opts", "a request header holds options or opts, report or rep, not both")
         opts, rep = _obj(r, "opts"), _obj(r, "rep")
+        if r.stored:  # ctxline wrote it, and pack() checked it unpacks: unpack it when used
+            return LazyRequestHeader.packed(
+                step, _int(r, "upto_seq"), r.text("sha256"), opts, rep, _obj(r, "inputs"), r.meta()
+            )
         try:
             options, report = unpack(opts, rep, step=step)
         except ValueError:  # a packed name list that is not one (written outside ctxline)

@@ -75,7 +75,7 @@ class StatusSourceFold:
         return ()
 
     def _logged(self, header: RequestHeader) -> None:
-        tokens = header.report.get("tokens")
+        tokens = header.report_field("tokens")
         history = tokens.get("history") if isinstance(tokens, dict) else None
         if isinstance(history, int):
             if self.last_history is not None and history >= self.last_history:

@@ -73,8 +73,8 @@ class BudgetFold:
     """How many such requests."""
 
     def logged(self, header: RequestHeader) -> None:
-        report = header.report
-        tokens, budget, actions = report.get("tokens"), report.get("budget"), report.get("actions")
+        field = header.report_field  # a header read back packed: no whole unpacking
+        tokens, budget, actions = field("tokens"), field("budget"), field("actions")
         if not isinstance(tokens, dict) or not isinstance(budget, dict):
             return
         history, total = tokens.get("history"), tokens.get("total")

@@ -21,6 +21,7 @@ from typing import Any
 from ctxline.errors import IntegrityError, ValidationError
 from ctxline.record.codec import parse_at
 from ctxline.record.events import Event, StoredEvent
+from ctxline.record.gc_pause import gc_paused
 from ctxline.record.store.chain import GENESIS, ChainCheck, chain_link
 from ctxline.record.store.external import resolved, whole_digest
 from ctxline.record.store.redaction import check_form
@@ -109,6 +110,7 @@ def stored_at(at: object, where: str) -> str:
     return at
 
 
+@gc_paused()  # tens of thousands of acyclic objects: no cycle search while they are made
 def read_checked(
     session: str,
     timeline: str,
