@@ -211,3 +211,19 @@ def test_a_bfcl_doc_with_a_keyword_parameter_is_refused() -> None:
     doc = {"name": "f", "parameters": {"properties": {"from": {"type": "string"}}}}
     with pytest.raises(ValueError, match=r"f\.from"):
         python_function(doc, lambda name, kwargs: "")
+
+
+def test_the_no_guide_variant_empties_the_guide_only_while_its_loop_runs() -> None:
+    from agent_real.loops import LOOPS, _guide_off
+    from ctxline.sources.guide import CORE_KINDS, GuideRegistry
+
+    registry = GuideRegistry(CORE_KINDS)
+    before = registry.compose()
+    assert before
+    with _guide_off():
+        assert registry.compose() == ""
+    assert registry.compose() == before
+    with pytest.raises(RuntimeError), _guide_off():
+        raise RuntimeError("a loop that fails")
+    assert registry.compose() == before
+    assert "ctxline_noguide" in LOOPS

@@ -20,10 +20,11 @@ Each returns :class:`Outcome`; the server's request log gives tokens and times.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
@@ -79,6 +80,7 @@ def _run_ctxline(
     builtins: bool,
     model: str,
     status: StatusMode | None = None,
+    guide: bool = True,
 ) -> Outcome:
     from ctxline.models import make_client
     from ctxline.runner import Agent, Limits, tool
@@ -90,15 +92,18 @@ def _run_ctxline(
         tool(background=True)(f) if f.__name__ == "start_backup" else f
         for f in box.functions(background=False)
     ]
-    with Agent(
-        client,
-        tools,
-        system=system,
-        options=options,
-        limits=Limits(max_turns=max_turns),
-        builtin_tools=None if builtins else (),
-        status_mode=status,
-    ) as agent:
+    with (
+        _guide_off() if not guide else contextlib.nullcontext(),
+        Agent(
+            client,
+            tools,
+            system=system,
+            options=options,
+            limits=Limits(max_turns=max_turns),
+            builtin_tools=None if builtins else (),
+            status_mode=status,
+        ) as agent,
+    ):
         turns = 0
         for index, text in enumerate(_turns(prompt)):
             if index:
@@ -106,6 +111,20 @@ def _run_ctxline(
             result = agent.run(text)  # the turn cap counts per user message
             turns += result.turns
     return Outcome(result.final, turns, result.stop_reason, result.error)
+
+
+@contextlib.contextmanager
+def _guide_off() -> Iterator[None]:
+    """A measurement variant only: every guide composes to nothing while one loop runs
+    (the loops run one at a time, in one thread)."""
+    from ctxline.sources.guide import GuideRegistry
+
+    compose = GuideRegistry.compose
+    GuideRegistry.compose = lambda self: ""  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        GuideRegistry.compose = compose  # type: ignore[method-assign]
 
 
 def run_plain(
@@ -241,12 +260,16 @@ run_ctxline: Loop = partial(_run_ctxline, builtins=False, model="ctxline")
 run_ctxline_nostatus: Loop = partial(
     _run_ctxline, builtins=False, model="ctxline_nostatus", status="off"
 )
+run_ctxline_noguide: Loop = partial(
+    _run_ctxline, builtins=False, model="ctxline_noguide", guide=False
+)
 run_ctxline_defaults: Loop = partial(_run_ctxline, builtins=True, model="ctxline_defaults")
 
 LOOPS: dict[str, Loop] = {
     "ctxline": run_ctxline,
     "ctxline_defaults": run_ctxline_defaults,
     "ctxline_nostatus": run_ctxline_nostatus,
+    "ctxline_noguide": run_ctxline_noguide,
     "plain": run_plain,
     "sdk": run_sdk,
 }

@@ -12,7 +12,9 @@ weights are mmapped once and shared, each instance keeps its own KV cache, so ll
 prefix reuse is what that loop's prompts allow, as if each loop had its own server slot.
 Every request is logged: prompt tokens, tokens actually evaluated (the rest reused from
 the cache: the longest common prefix with the previous prompt of that instance),
-completion tokens, calls emitted, wall seconds.
+completion tokens, calls emitted, wall seconds. With ``BENCH_DUMP=FILE`` in the
+environment every rendered prompt is appended to FILE too, after a ``===== LOOP`` line
+(what the model read, to replay a step against variants).
 
     server = ModelServer(gguf, names=("ctxline", "plain", "sdk"), threads=2)
     base_url = server.start()          # http://127.0.0.1:PORT/v1
@@ -22,6 +24,7 @@ completion tokens, calls emitted, wall seconds.
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from collections.abc import Collection, Mapping, Sequence
@@ -109,6 +112,10 @@ class _Backend:
             raise KeyError(f"unknown model {name!r}; expected one of {sorted(self.models)}")
         tools = body.get("tools") or None
         prompt = chatml_prompt(body.get("messages", []), tools)
+        dump = os.environ.get("BENCH_DUMP")
+        if dump:
+            with open(dump, "a", encoding="utf-8") as fh:
+                fh.write(f"===== {name}\n{prompt}\n")
         cap = body.get("max_tokens") or body.get("max_completion_tokens") or self.max_tokens
         with self.lock:
             started = time.perf_counter()
