@@ -120,6 +120,24 @@ def test_summary_lines_make_the_extractive_summary_of_the_span(
     assert lines.summary(events, upto, keep, budget, COUNTER) == extractive_summary(span, budget, COUNTER)
 
 
+def test_summary_lines_make_only_the_lines_a_summary_reaches() -> None:
+    """Noting 600 events makes no text; a summary makes its kept lines and the one that
+    did not fit, newest first, and the same summary again makes nothing more."""
+    from ctxline.view.compaction import SummaryLines
+
+    events = _mixed(600, 7)
+    lines = SummaryLines()
+    lines.advance(events, len(events), COUNTER)
+    assert len(lines.texts) > 300
+    assert all(text is None for text in lines.texts)
+    text = lines.summary(events, len(events), [], 300, COUNTER)
+    made = [j for j, t in enumerate(lines.texts) if t is not None]
+    kept = text.count("\n") - 1  # the head and the omitted-steps marker are no lines
+    assert made == list(range(len(lines.texts) - kept - 1, len(lines.texts)))
+    assert lines.summary(events, len(events), [], 300, COUNTER) == text
+    assert [j for j, t in enumerate(lines.texts) if t is not None] == made
+
+
 @settings(max_examples=40, deadline=None)
 @given(n=st.integers(1, 300), seed=st.integers(0, 10_000), cuts=st.lists(st.floats(0, 1), min_size=1, max_size=4))
 def test_a_span_fold_ahead_of_the_cut_goes_back_to_it(n: int, seed: int, cuts: list[float]) -> None:

@@ -18,7 +18,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctxline import Context
@@ -174,6 +174,7 @@ _REPORT_KEYS = sorted(unpacked_report_keys() | {"tokens", "messages", "environme
     ),
     step=st.integers(1, 50),
 )
+@settings(deadline=None)  # the first example pays for imports on a cold machine
 def test_one_field_unpacked_is_that_field_of_the_whole_unpacking(
     options: dict[str, JsonValue],
     report: dict[str, JsonValue],

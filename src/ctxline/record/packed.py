@@ -24,9 +24,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections import ChainMap
 from collections.abc import Callable, Mapping
-from typing import cast
 
 from ctxline.record.events import JsonValue
 
@@ -237,10 +235,12 @@ def unpack_field(
         one: dict[str, JsonValue] = {name: value} if name in rep else {}
         _map_considered(one, _unpack_names)
         return one.get(name)
-    if name == "actions" and name not in rep:
-        return []  # what _derived gives, whatever the options
-    # the merged options, read through (unpack_options copies and sorts them all)
-    options = ChainMap(cast("dict[str, JsonValue]", opts), cast("dict[str, JsonValue]", OPTIONS_V1))
+    if name not in ("prefix", "budget", "cost"):  # a field unpack fills only when absent
+        if name in rep:
+            return value
+        if name == "actions":
+            return []  # what _derived gives, whatever the options
+    options = {**OPTIONS_V1, **opts}  # unpack_options' merge, unsorted: only read here
     rep_fields, prefix_fields, budget_fields = _derived(options, step)
     if name == "prefix":
         return _fill(value, prefix_fields) if isinstance(value, dict) else value

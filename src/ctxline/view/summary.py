@@ -34,14 +34,27 @@ def _clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+def _has_text(ev: StoredEvent) -> bool:
+    """Whether ``ev`` has a line (what :func:`_line` gives text for), without making it."""
+    e = ev.event
+    if isinstance(e, AssistantMessage):
+        return bool(e.text.strip())
+    return isinstance(e, (UserMessage, ToolResult, Notification))
+
+
 def _line(ev: StoredEvent, calls: dict[str, ToolCall]) -> str | None:
+    e = ev.event
+    return _line_of(ev, calls.get(e.call_id) if isinstance(e, ToolResult) else None)
+
+
+def _line_of(ev: StoredEvent, call: ToolCall | None) -> str | None:
+    """The line of ``ev``; a result's ``call`` is the latest call with its id before it."""
     e = ev.event
     if isinstance(e, UserMessage):
         return f"[{ev.seq}] user: {_clip(e.text, 300)}"
     if isinstance(e, AssistantMessage) and e.text.strip():
         return f"[{ev.seq}] assistant: {_clip(e.text, 200)}"
     if isinstance(e, ToolResult):
-        call = calls.get(e.call_id)
         name = call.name if call is not None else (e.name or "tool")
         args = _clip(arguments_text(call.arguments), 120) if call is not None else ""
         status = "error" if e.is_error else "ok"
@@ -91,11 +104,14 @@ def extractive_summary(
 
 
 class SummaryLines:
-    """The lines of :func:`extractive_summary`, made once per event as the record grows.
+    """The lines of :func:`extractive_summary`, noted once per event as the record grows.
 
     A compaction then costs O(lines it keeps): the summary of any span ``1..upto``
     (less the user messages kept verbatim) is the newest lines that fit, found from the
-    end, and the same text :func:`extractive_summary` makes from the span's events.
+    end, and the same text :func:`extractive_summary` makes from the span's events. A
+    line's text and token count are made when a summary first reaches it (each event
+    notes only its seq and, for a result, its call): a Context opening on 20,000 steps
+    formatted and counted 40,000 lines it never showed (issue 25).
     """
 
     def __init__(self) -> None:
@@ -108,7 +124,9 @@ class SummaryLines:
         self.last_id = ""
         self.counter = ""
         self.seqs: list[int] = []
-        self.texts: list[str] = []
+        self.made_from: list[tuple[StoredEvent, ToolCall | None]] = []
+        self.texts: list[str | None] = []
+        """Made when first needed (None until then), as ``costs`` (-1 until then)."""
         self.costs: list[int] = []
         self.calls: dict[str, ToolCall] = {}
 
@@ -120,13 +138,15 @@ class SummaryLines:
             self._reset()
             self.counter = counter.name
         for ev in events[self.upto : upto]:
-            line = _line(ev, self.calls)
-            if line is not None:
+            e = ev.event
+            if _has_text(ev):
                 self.seqs.append(ev.seq)
-                self.texts.append(line)
-                self.costs.append(counter.count(line) + 1)
-            if isinstance(ev.event, AssistantMessage):
-                for call in ev.event.tool_calls:
+                call = self.calls.get(e.call_id) if isinstance(e, ToolResult) else None
+                self.made_from.append((ev, call))
+                self.texts.append(None)
+                self.costs.append(-1)
+            if isinstance(e, AssistantMessage):
+                for call in e.tool_calls:
                     self.calls[call.id] = call
         if upto > self.upto:
             self.upto, self.last_id = upto, events[upto - 1].id
@@ -155,10 +175,10 @@ class SummaryLines:
         while j >= 0:
             seq = self.seqs[j]
             if seq not in kept_seqs:
-                cost = self.costs[j]
+                text, cost = self._made(j, counter)
                 if used + cost > budget:
                     break
-                chosen.append(self.texts[j])
+                chosen.append(text)
                 used += cost
             j -= 1
         chosen.reverse()
@@ -169,6 +189,16 @@ class SummaryLines:
         marker = f"… {omitted:,} earlier steps omitted …"
         self.tokens += counter.count(marker) + 1
         return "\n".join([head, marker, *chosen])
+
+    def _made(self, j: int, counter: TokenCounter) -> tuple[str, int]:
+        """Line ``j``'s text and its cost (its tokens and its line break), made once."""
+        text, cost = self.texts[j], self.costs[j]
+        if text is None:
+            made = _line_of(*self.made_from[j])
+            assert made is not None  # _has_text said so
+            text, cost = made, counter.count(made) + 1
+            self.texts[j], self.costs[j] = text, cost
+        return text, cost
 
 
 def _has_line(lines: SummaryLines, seq: int) -> bool:
