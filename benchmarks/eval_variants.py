@@ -27,6 +27,8 @@ from ctxline.tags import quote_name
 
 __all__ = ["VARIANTS", "Variant", "apply_variant"]
 
+_SHIPPED_RULE_BLOCK = rules.rule_block  # taken before any patch
+
 
 def _attrs(event: Rule) -> tuple[tuple[str, str | None], ...]:
     expires = format_at(event.expires_at) if event.expires_at is not None else None
@@ -50,6 +52,14 @@ def rule_ended_sentence(event: Rule) -> Block:
         f" in scope {scope} now."
     )
     return Block("ctx-rule", sentence, _attrs(event))
+
+
+def rule_replaces_sentence(event: Rule) -> Block:
+    """A replace op's body opens by saying it replaces the earlier version of the rule."""
+    if event.op != "replace":
+        return _SHIPPED_RULE_BLOCK(event)
+    lead = f"This replaces every earlier version of rule {quote_name(event.rule_id)}:"
+    return Block("ctx-rule", f"{lead} {event.text}", _attrs(event))
 
 
 def notification_plain(event: Notification) -> Block:
@@ -102,6 +112,13 @@ VARIANTS: dict[str, Variant] = {
             notification_sentence,
             "revoke/expired carry 'Rule X is revoked: it no longer applies…'; a notification "
             "opens with 'Background job S reports (a notification, not … from the user):'",
+        ),
+        Variant(
+            "replaces",
+            rule_replaces_sentence,
+            None,
+            "a replace op opens 'This replaces every earlier version of rule X:' (revoke and "
+            "notification as shipped)",
         ),
         Variant(
             "disowned",
