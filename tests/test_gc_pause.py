@@ -91,3 +91,41 @@ def test_a_store_read_pauses_the_collector_only_while_it_reads(
     assert len(events) == 50
     assert seen == [False] * 50  # every row parsed with the collector paused
     assert gc.isenabled()  # and on again after
+
+
+def test_a_cold_prepare_on_a_long_record_folds_with_the_collector_paused(
+    tmp_path: Path, collector: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Opening a Context on a long session feeds every event with the collector paused
+    (issue 25); a step's few new events are fed with it running, and it is on after both."""
+    from ctxline import Context
+    from ctxline.view.cache import BULK_EVENTS
+    from ctxline.view.fold import RecordFold
+
+    gc.enable()
+    store = open_store(str(tmp_path / "s.db"))
+    store.create_session("s")
+    store.append("s", [UserMessage(f"m{i}") for i in range(BULK_EVENTS + 10)])
+    seen: list[bool] = []
+    feed = RecordFold.feed
+
+    def watched(self: RecordFold, *args: Any, **kwargs: Any) -> Any:
+        seen.append(gc.isenabled())
+        return feed(self, *args, **kwargs)
+
+    monkeypatch.setattr(RecordFold, "feed", watched)
+    ctx = Context(store, "s", create=False)
+    cold = ctx.prepare()
+    assert len(seen) >= BULK_EVENTS + 10
+    assert not any(seen)  # every event of the cold fold: paused
+    assert gc.isenabled()
+    seen.clear()
+    ctx.append(UserMessage("one more"))
+    warm = ctx.prepare()
+    assert seen
+    assert all(seen)  # a step's new events: the collector runs
+    assert gc.isenabled()
+    assert warm.header.step == cold.header.step + 1
+    again = Context(store, "s", create=False).prepare(log=False)
+    assert again.body_bytes == Context(store, "s", create=False).prepare(log=False).body_bytes
+    store.close()

@@ -17,6 +17,7 @@ pairs it answers itself.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from datetime import datetime
@@ -35,6 +36,7 @@ from ctxline.record.events import (
     ToolCall,
     ToolResult,
 )
+from ctxline.record.gc_pause import gc_paused
 from ctxline.record.store import MAIN, Store, new_ulid, utc_now
 from ctxline.record.store.base import Clock, SearchHit
 from ctxline.record.timeline import TimelineWriter, save_blobs
@@ -49,7 +51,7 @@ from ctxline.sources.statusbar import StatusMode
 from ctxline.tokens.counters import TokenCounter, get_counter
 from ctxline.tools.base import Tool, ToolOutcome, find_tool, run_tool
 from ctxline.tools.builtin import BUILTIN_TOOLS
-from ctxline.view.cache import ViewCache, ViewSetup
+from ctxline.view.cache import BULK_EVENTS, ViewCache, ViewSetup
 from ctxline.view.compaction import Summarizer, extractive_summary, plan_compaction
 from ctxline.view.ladder import DEFAULT_RUNGS, LadderConfig, Rung
 from ctxline.view.measure import ViewMessage
@@ -386,15 +388,17 @@ class Context:
         for _ in range(_PLAN_ATTEMPTS):
             self.refresh()
             # what the step would read from the store, read now: the step itself is pure
-            keys = count_keys(self._events, setup.view, self._cache)
-            counts = self.store.get_token_counts(keys, self.counter.name) if keys else {}
-            prefetched = _prefetch(setup.view.sources)
-            request = StepRequest(now, tuple(tail), dynamic, choice, prefetched, counts)
-            try:
-                plan = plan_step(self._events, setup, request, self._cache)
-            except CtxlineError:
-                self._cache.reset()  # it holds planned events that were never appended
-                raise
+            bulk = len(self._events) - self._cache.record.seq >= BULK_EVENTS
+            with gc_paused() if bulk else contextlib.nullcontext():  # see ViewCache.catch_up
+                keys = count_keys(self._events, setup.view, self._cache)
+                counts = self.store.get_token_counts(keys, self.counter.name) if keys else {}
+                prefetched = _prefetch(setup.view.sources)
+                request = StepRequest(now, tuple(tail), dynamic, choice, prefetched, counts)
+                try:
+                    plan = plan_step(self._events, setup, request, self._cache)
+                except CtxlineError:
+                    self._cache.reset()  # it holds planned events that were never appended
+                    raise
             if not log:
                 self._cache.reset()
                 save_blobs(self.store.blobs, (), plan.blobs)  # its handles must read back

@@ -25,6 +25,7 @@ while feeding are collected in :attr:`ViewCache.learned`, for the writer to stor
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import re
@@ -42,6 +43,7 @@ from ctxline.record.events import (
     ToolResult,
     UserMessage,
 )
+from ctxline.record.gc_pause import gc_paused
 from ctxline.render.anthropic import AnthropicAssembler
 from ctxline.render.neutral import HistoryBuilder, NeutralMessage, ToolSpec, escape_json
 from ctxline.render.openai import OpenAIAssembler
@@ -57,6 +59,7 @@ from ctxline.view.measure import FRAMING_TOKENS, message_text
 from ctxline.view.showing import PreviousRequest, history_renderer, stamped
 
 __all__ = [
+    "BULK_EVENTS",
     "BudgetFold",
     "Chain",
     "PreviousRequest",
@@ -72,6 +75,10 @@ _PLAIN = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
 """A tool name a per-call label shows bare (others as a JSON string: one line, quoted)."""
 
 
+
+BULK_EVENTS = 1_000
+"""A catch-up feeding at least this many events pauses the cycle collector (see
+:meth:`ViewCache.catch_up`); a step's few new events never do."""
 
 _MADE_CHARS = 1_000_000
 """Results longer than this keep the handle and preview :meth:`ViewCache.ahead` made."""
@@ -201,7 +208,17 @@ class ViewCache:
         self.pending = []
 
     def catch_up(self, events: Sequence[StoredEvent], setup: ViewSetup) -> None:
-        """Bring both layers up to the end of ``events`` (the timeline's record in seq order)."""
+        """Bring both layers up to the end of ``events`` (the timeline's record in seq order).
+
+        A bulk feed (a Context opened on a long session, a cold rebuild) runs with the
+        cycle collector paused: feeding 60,000 events builds a dict entry or a message per
+        event, none in a cycle, and the collector's full passes over the growing heap were
+        a quarter of opening a 20,000-step session and preparing (issue 25)."""
+        bulk = len(events) - self.record.seq >= BULK_EVENTS
+        with gc_paused() if bulk else contextlib.nullcontext():
+            self._catch_up(events, setup)
+
+    def _catch_up(self, events: Sequence[StoredEvent], setup: ViewSetup) -> None:
         if self.counter_name and self.counter_name != setup.counter.name:
             self.reset()
             self.text_tokens = {}
