@@ -144,6 +144,29 @@ def _derived(options: Mapping[str, JsonValue], step: int) -> tuple[dict[str, Jso
     return report, prefix, budget
 
 
+_BUDGET_MEMO: dict[tuple[tuple[str, type, JsonValue], ...], dict[str, JsonValue]] = {}
+_BUDGET_MEMO_SIZE = 64
+
+
+def _budget_fields(opts: Mapping[str, JsonValue]) -> dict[str, JsonValue]:
+    """``_derived(options, step)[2]`` of a packed header's ``opts`` (the budget's derived
+    fields depend on the options alone), memoized by the options' values and their types
+    (``1``, ``1.0`` and ``True`` write different JSON): opening a 20,000-step session read
+    every header's budget and derived the whole report 20,000 times (issue 25). Callers
+    never change what it returns (``_fill`` copies it)."""
+    try:
+        key = tuple((k, type(v), v) for k, v in sorted(opts.items()))
+        found = _BUDGET_MEMO.get(key)
+    except TypeError:  # a list or dict value: not hashable, derived every time
+        return _derived({**OPTIONS_V1, **opts}, 1)[2]
+    if found is None:
+        found = _derived({**OPTIONS_V1, **opts}, 1)[2]
+        if len(_BUDGET_MEMO) >= _BUDGET_MEMO_SIZE:
+            _BUDGET_MEMO.clear()
+        _BUDGET_MEMO[key] = found
+    return found
+
+
 def _same(a: JsonValue, b: JsonValue) -> bool:
     """``a`` and ``b`` write the same JSON (stricter is safe: a field it keeps is stored)."""
     if type(a) is not type(b):
@@ -240,13 +263,13 @@ def unpack_field(
             return value
         if name == "actions":
             return []  # what _derived gives, whatever the options
+    if name == "budget":  # every step's budget fold reads it: no other field derived
+        value = rep.get("budget", {})
+        return _fill(value, _budget_fields(opts)) if isinstance(value, dict) else value
     options = {**OPTIONS_V1, **opts}  # unpack_options' merge, unsorted: only read here
-    rep_fields, prefix_fields, budget_fields = _derived(options, step)
+    rep_fields, prefix_fields, _ = _derived(options, step)
     if name == "prefix":
         return _fill(value, prefix_fields) if isinstance(value, dict) else value
-    if name == "budget":
-        value = rep.get("budget", {})
-        return _fill(value, budget_fields) if isinstance(value, dict) else value
     if name == "cost":
         return (
             _fill(value, _cost_derived(options, value, rep)) if isinstance(value, dict) else value
