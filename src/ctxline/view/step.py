@@ -34,6 +34,7 @@ from functools import lru_cache
 from ctxline.cost import CachePricing, cache_pricing
 from ctxline.record.codec import canonical_json
 from ctxline.record.events import (
+    AssistantMessage,
     Event,
     Guide,
     JsonValue,
@@ -52,7 +53,7 @@ from ctxline.view.candidates import Candidate
 from ctxline.view.compaction import Summarizer, SummaryLines, extractive_summary
 from ctxline.view.edits import ViewEdits
 from ctxline.view.ladder import DEFAULT_RUNGS, Goal, LadderConfig, Rung, run_ladder
-from ctxline.view.measure import LazyView
+from ctxline.view.measure import LazyView, calls_text_bound
 from ctxline.view.options import PrepareOptions, StepInputs
 from ctxline.view.prepare import Preparation, render_step
 from ctxline.view.report import Action, Considered, CostReport, TokenSections
@@ -124,6 +125,10 @@ class KnownCounts:
         return {key: known[key] for key in event_ids if key in known}
 
 
+_LONG_TEXT = 2_048
+"""Texts this long or longer have their counts persisted (:meth:`ViewCache.count_texts`)."""
+
+
 def count_keys(record: Sequence[StoredEvent], setup: ViewSetup, cache: ViewCache) -> list[str]:
     """The keys of the persisted counts a step on ``record`` looks up: the long texts of the
     events ``cache`` has not fed yet that it does not already hold (O(new events) on a
@@ -137,8 +142,15 @@ def count_keys(record: Sequence[StoredEvent], setup: ViewSetup, cache: ViewCache
     memo = cache.text_tokens if cache.counter_name == setup.counter.name else {}
     keys: dict[str, None] = {}
     for stored in record[fed:]:
+        event = stored.event
+        if (
+            isinstance(event, AssistantMessage)
+            and event.tool_calls
+            and calls_text_bound(event.text, event.tool_calls, _LONG_TEXT) < _LONG_TEXT
+        ):
+            continue  # its text is shorter than any persisted count's
         text = cache._text_of(stored)
-        if len(text) >= 2_048 and text not in memo:
+        if len(text) >= _LONG_TEXT and text not in memo:
             keys["text:" + _sha1(text)] = None
     return list(keys)
 
