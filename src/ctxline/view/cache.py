@@ -235,10 +235,13 @@ class ViewCache:
             rec.start(setup)
             self.started = True
         self.events = events
+        cut = self._span_hint(events) if rec.seq == 0 and not self.span_seq else -1
         for stored in events[rec.seq :]:
             reduction = rec.feed(stored, setup)
             if reduction is not None and self.fed_seq:
                 self.pending.append(reduction)
+            if stored.seq == cut:  # the sources' folds as the compaction re-affirms them
+                self._keep_span(rec.folds, stored)
         # no tools event: nothing is offered (builtin tools off, an integration's own tools)
         if rec.tools_event is None:
             self.reader = None
@@ -325,6 +328,27 @@ class ViewCache:
     def _add_mark(self, mark: BranchMark) -> None:
         self.builder.add(NeutralMessage("user", render_branch(mark)))
         self.marks_fed += 1
+
+    @staticmethod
+    def _span_hint(events: Sequence[StoredEvent]) -> int:
+        """The cut of the record's latest compaction (-1: none), found from the end: a cold
+        fold keeps a copy of the sources' folds there, so :meth:`_source_reaffirm` does not
+        feed them the whole record again (a fold fed up to a cut at or before the one in
+        force is what it feeds on from; a later one makes it start over)."""
+        for stored in reversed(events):
+            event = stored.event
+            if isinstance(event, Reduction) and event.action == "compact":
+                return event.upto_seq
+        return -1
+
+    def _keep_span(self, folds: dict[str, Any], at: StoredEvent) -> None:
+        """Copies of ``folds`` as the span folds fed up to ``at``; none when a fold cannot
+        be copied (an app's fold holding a lock or a connection): then they are fed."""
+        try:
+            copies = {name: copy.deepcopy(fold) for name, fold in folds.items()}
+        except Exception:  # any fold an app wrote: copying is only a shortcut
+            return
+        self.span_folds, self.span_seq, self.span_id = copies, at.seq, at.id
 
     def _source_reaffirm(self, events: Sequence[StoredEvent], upto: int) -> list[str]:
         """What the sources restate at a cut at ``upto`` (their folds fed that far, once)."""
