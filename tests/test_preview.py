@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctxline.view import edits
-from ctxline.view.edits import preview
+from ctxline.view.edits import preview, trimmed
 
 _PIECES = st.lists(
     st.one_of(
@@ -33,10 +33,20 @@ def test_the_huge_path_gives_the_plain_paths_preview(
 ) -> None:
     content = "".join(pieces)
     plain = preview(content, "sha256:x", tokens=9, head_lines=head, tail_lines=tail, width=width)
+    stub = trimmed(content, "sha256:x", tokens=9, width=width)
+    lines = edits.line_count(content)
+    assert lines == len(content.splitlines())
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(edits, "HUGE_CHARS", -1)
         huge = preview(content, "sha256:x", tokens=9, head_lines=head, tail_lines=tail, width=width)
+        # the count handed in (counted once for both forms) changes nothing
+        counted = preview(
+            content, "sha256:x", tokens=9, head_lines=head, tail_lines=tail, width=width, lines=lines
+        )
+        huge_stub = trimmed(content, "sha256:x", tokens=9, width=width, lines=lines)
     assert huge == plain
+    assert counted == plain
+    assert huge_stub == stub
 
 
 def test_a_big_output_is_previewed_by_its_ends() -> None:

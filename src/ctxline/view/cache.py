@@ -53,7 +53,16 @@ from ctxline.tags import escape
 from ctxline.tokens.counters import TextCounts
 from ctxline.view.candidates import EditIndex, kept_whole
 from ctxline.view.compaction import SpanFold, SummaryLines, compaction_block
-from ctxline.view.edits import READER, elide_arguments, fold_reference, preview, reader_of, trimmed
+from ctxline.view.edits import (
+    HUGE_CHARS,
+    READER,
+    elide_arguments,
+    fold_reference,
+    line_count,
+    preview,
+    reader_of,
+    trimmed,
+)
 from ctxline.view.fold import BudgetFold, Chain, RecordFold, ViewSetup, tool_specs
 from ctxline.view.measure import FRAMING_TOKENS, message_text
 from ctxline.view.showing import PreviousRequest, history_renderer, stamped
@@ -401,9 +410,12 @@ class ViewCache:
             if kept_whole(event):
                 continue
             reader = self.reader
-            forms = {"trim": trimmed(event.content, handle, tokens=tokens, reader=reader)}
+            lines = line_count(event.content) if len(event.content) > HUGE_CHARS else None
+            forms = {"trim": trimmed(event.content, handle, tokens=tokens, reader=reader, lines=lines)}
             if tokens > setup.options.offload_limit:
-                forms["offload"] = preview(event.content, handle, tokens=tokens, reader=reader)
+                forms["offload"] = preview(
+                    event.content, handle, tokens=tokens, reader=reader, lines=lines
+                )
                 if len(event.content) > _MADE_CHARS:
                     self.made[(seq, handle, tokens, reader)] = forms["offload"]
             # in the memo by text too: an edit that shows one of them finds its count

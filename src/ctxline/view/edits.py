@@ -32,6 +32,7 @@ from ctxline.view.measure import ViewMessage
 
 __all__ = [
     "ARGUMENT_MIN_CHARS",
+    "HUGE_CHARS",
     "READER",
     "SHORT",
     "TEXT",
@@ -40,6 +41,7 @@ __all__ = [
     "fold_reference",
     "groups",
     "iter_lines",
+    "line_count",
     "preview",
     "protected_recent",
     "reader_of",
@@ -140,10 +142,19 @@ def _line_count(content: str) -> int:
     return count
 
 
-def _huge_lines(content: str, keep: int, tail: int, width: int) -> tuple[int, list[str], list[str]]:
+def line_count(content: str) -> int:
+    """``len(content.splitlines())`` without the list: what a preview and a stub of a
+    huge output both say (count it once and hand it to both as ``lines``)."""
+    return _line_count(content)
+
+
+def _huge_lines(
+    content: str, keep: int, tail: int, width: int, count: int | None = None
+) -> tuple[int, list[str], list[str]]:
     """``content.splitlines()`` as far as a preview reads it — the number of lines, the
     first ``keep`` and the last ``tail``, each clipped to ``width + 1`` characters (all a
-    preview shows) — without a list of millions of lines or a copy of a huge line."""
+    preview shows) — without a list of millions of lines or a copy of a huge line
+    (``count``: the number of lines, when the caller has it)."""
     first: list[str] = []
     start = 0
     for match in _BREAK.finditer(content):
@@ -161,7 +172,8 @@ def _huge_lines(content: str, keep: int, tail: int, width: int) -> tuple[int, li
         if len(last) > tail or window >= len(content):
             break
         window *= 4
-    return _line_count(content), first, [line[: width + 1] for line in last[-tail:]]
+    lines = _line_count(content) if count is None else count
+    return lines, first, [line[: width + 1] for line in last[-tail:]]
 
 
 def preview(
@@ -174,16 +186,18 @@ def preview(
     width: int = 240,
     noun: str = "output",
     reader: str | None = READER,
+    lines: int | None = None,
 ) -> str:
     """A short stand-in for a long output: size, handle, first and last lines.
 
     ``reader``: the tool this request offers to read a saved text back (None: none is
-    offered, and the stand-in points at no tool)."""
+    offered, and the stand-in points at no tool); ``lines``: :func:`line_count` of a huge
+    ``content``, when the caller has it (it is not counted again)."""
     if len(content) > HUGE_CHARS:
-        count, first, last = _huge_lines(content, head_lines + tail_lines, tail_lines, width)
+        count, first, last = _huge_lines(content, head_lines + tail_lines, tail_lines, width, lines)
     else:
-        lines = content.splitlines()
-        count, first, last = len(lines), lines, lines[-tail_lines:]
+        split = content.splitlines()
+        count, first, last = len(split), split, split[-tail_lines:]
 
     def cut(line: str) -> str:
         return line if len(line) <= width else line[: width - 1] + "…"
@@ -214,15 +228,21 @@ def preview(
 
 
 def trimmed(
-    content: str, handle: str, *, tokens: int, width: int = 160, reader: str | None = READER
+    content: str,
+    handle: str,
+    *,
+    tokens: int,
+    width: int = 160,
+    reader: str | None = READER,
+    lines: int | None = None,
 ) -> str:
     """The stub of an older output: its size, its handle, its first and last line
-    (``reader``: as for :func:`preview`)."""
+    (``reader``, ``lines``: as for :func:`preview`)."""
     if len(content) > HUGE_CHARS:
-        count, first, last = _huge_lines(content, 1, 1, width)
+        count, first, last = _huge_lines(content, 1, 1, width, lines)
     else:
-        lines = content.splitlines()
-        count, first, last = len(lines), lines[:1], lines[-1:]
+        split = content.splitlines()
+        count, first, last = len(split), split[:1], split[-1:]
     where = (
         f'{reader}(handle="{handle}", page=1) returns it whole'
         if reader
