@@ -84,7 +84,7 @@ class _Reader:
             return default
         if not isinstance(value, str):
             raise self.fail(name, f"expected a string, got {type(value).__name__}")
-        return clean_text(value)
+        return value if self.stored else clean_text(value)  # a checked body: cleaned at append
 
     def flag(self, name: str) -> bool:
         value = self.obj.get(name, False)
