@@ -41,7 +41,8 @@ def test_the_huge_path_gives_the_plain_paths_preview(
         huge = preview(content, "sha256:x", tokens=9, head_lines=head, tail_lines=tail, width=width)
         # the count handed in (counted once for both forms) changes nothing
         counted = preview(
-            content, "sha256:x", tokens=9, head_lines=head, tail_lines=tail, width=width, lines=lines
+            content, "sha256:x", tokens=9, head_lines=head, tail_lines=tail, width=width,
+            lines=lines,
         )
         huge_stub = trimmed(content, "sha256:x", tokens=9, width=width, lines=lines)
     assert huge == plain

@@ -411,7 +411,8 @@ class ViewCache:
                 continue
             reader = self.reader
             lines = line_count(event.content) if len(event.content) > HUGE_CHARS else None
-            forms = {"trim": trimmed(event.content, handle, tokens=tokens, reader=reader, lines=lines)}
+            stub = trimmed(event.content, handle, tokens=tokens, reader=reader, lines=lines)
+            forms = {"trim": stub}
             if tokens > setup.options.offload_limit:
                 forms["offload"] = preview(
                     event.content, handle, tokens=tokens, reader=reader, lines=lines
