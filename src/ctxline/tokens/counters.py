@@ -59,6 +59,7 @@ if TYPE_CHECKING:
 __all__ = [
     "COUNTER_NAMES",
     "EVENT_TEXT_VERSION",
+    "PERSISTED_MIN_CHARS",
     "BatchCounter",
     "BytesEstimator",
     "CountLookup",
@@ -75,6 +76,10 @@ __all__ = [
 
 EVENT_TEXT_VERSION = 1
 """Bumped whenever :func:`event_text` changes, so persisted counts are not reused."""
+
+PERSISTED_MIN_CHARS = 2_048
+"""Texts this long or longer have their counts persisted (:class:`TextCounts`); shorter
+ones are counted, which costs less than a lookup."""
 
 
 @runtime_checkable
@@ -386,7 +391,7 @@ class TextCounts:
         store: CountLookup | None,
         learned: dict[str, int] | None = None,
         *,
-        min_chars: int = 2_048,
+        min_chars: int = PERSISTED_MIN_CHARS,
     ) -> None:
         self.counter = counter
         self.store = store

@@ -50,7 +50,7 @@ from ctxline.render.openai import OpenAIAssembler
 from ctxline.sources.base import Source
 from ctxline.sources.branch import BranchMark, render_branch
 from ctxline.tags import escape
-from ctxline.tokens.counters import TextCounts
+from ctxline.tokens.counters import PERSISTED_MIN_CHARS, TextCounts
 from ctxline.view.candidates import EditIndex, kept_whole
 from ctxline.view.compaction import SpanFold, SummaryLines, compaction_block
 from ctxline.view.edits import (
@@ -397,7 +397,8 @@ class ViewCache:
         (what the budget weighs their edits by). The result is the same either way."""
         if setup.options.timestamps is not None:
             return
-        self.count_texts([t for t in map(self._text_of, stored) if len(t) >= 2_048], setup)
+        long = [t for t in map(self._text_of, stored) if len(t) >= PERSISTED_MIN_CHARS]
+        self.count_texts(long, setup)
         results = [(e.seq, e.event) for e in stored if isinstance(e.event, ToolResult)]
         self.made.clear()
         for seq, event in results:

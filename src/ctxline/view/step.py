@@ -46,7 +46,7 @@ from ctxline.record.events import (
 )
 from ctxline.render.neutral import ToolSpec
 from ctxline.sources.base import DynamicItem, StepContext, TailItem
-from ctxline.tokens.counters import TokenCounter, _sha1, get_counter
+from ctxline.tokens.counters import PERSISTED_MIN_CHARS, TokenCounter, _sha1, get_counter
 from ctxline.view.budget import BudgetInputs
 from ctxline.view.cache import Chain, ViewCache, ViewSetup
 from ctxline.view.candidates import Candidate
@@ -125,10 +125,6 @@ class KnownCounts:
         return {key: known[key] for key in event_ids if key in known}
 
 
-_LONG_TEXT = 2_048
-"""Texts this long or longer have their counts persisted (:meth:`ViewCache.count_texts`)."""
-
-
 def count_keys(record: Sequence[StoredEvent], setup: ViewSetup, cache: ViewCache) -> list[str]:
     """The keys of the persisted counts a step on ``record`` looks up: the long texts of the
     events ``cache`` has not fed yet that it does not already hold (O(new events) on a
@@ -141,16 +137,17 @@ def count_keys(record: Sequence[StoredEvent], setup: ViewSetup, cache: ViewCache
         fed = 0  # the cache will start again
     memo = cache.text_tokens if cache.counter_name == setup.counter.name else {}
     keys: dict[str, None] = {}
+    long = PERSISTED_MIN_CHARS
     for stored in record[fed:]:
         event = stored.event
         if (
             isinstance(event, AssistantMessage)
             and event.tool_calls
-            and calls_text_bound(event.text, event.tool_calls, _LONG_TEXT) < _LONG_TEXT
+            and calls_text_bound(event.text, event.tool_calls, long) < long
         ):
             continue  # its text is shorter than any persisted count's
         text = cache._text_of(stored)
-        if len(text) >= _LONG_TEXT and text not in memo:
+        if len(text) >= long and text not in memo:
             keys["text:" + _sha1(text)] = None
     return list(keys)
 
@@ -334,7 +331,7 @@ class _Step:
         )
 
     def _count(self, text: str) -> int:
-        if len(text) < 2_048:  # a stub or a reference: counting is cheaper than a lookup
+        if len(text) < PERSISTED_MIN_CHARS:  # a stub or a reference: counting is cheaper
             return self.setup.view.counter.count(text)
         return self.cache.count_texts([text], self.setup.view)[0]
 
