@@ -1,6 +1,6 @@
-"""Rendering variants of ``<ctx-rule>`` (revoke, expired) and ``<ctx-notification>`` for
-``bench_eval.py --variant``: each patches how ctxline's view renders that kind, so one
-eval run measures one rendering against the same instances and baselines.
+"""Rendering variants of ``<ctx-rule>`` (revoke, expired), ``<ctx-notification>`` and the
+rules' status bar for ``bench_eval.py --variant``: each patches how ctxline's view renders
+that kind, so one eval run measures one rendering against the same instances and baselines.
 
 Every variant keeps escaping intact: the sentence is ctxline's text around untrusted
 values (rule id, job source), and the whole body goes through :meth:`Block.render`'s
@@ -17,9 +17,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from types import ModuleType
 
+import ctxline.eval.views as views
 import ctxline.sources.notifications as notifications
 import ctxline.sources.rules as rules
 import ctxline.view.compaction as compaction
+from ctxline.eval.probes import Instance
 from ctxline.record.codec import format_at
 from ctxline.record.events import Notification, Rule
 from ctxline.sources.base import Block
@@ -88,12 +90,18 @@ def notification_disowned(event: Notification) -> Block:
     return Block("ctx-notification", f"{event.text} {tail}", attrs)
 
 
+def status_for_counts_only(inst: Instance) -> bool:
+    """Before the rules section: the status bar only where the probe counts calls."""
+    return "status" in inst.tail
+
+
 @dataclass(frozen=True, slots=True)
 class Variant:
     name: str
     rule: Callable[[Rule], Block] | None
     notification: Callable[[Notification], Block] | None
     about: str
+    status_serves: Callable[[Instance], bool] | None = None
 
 
 VARIANTS: dict[str, Variant] = {
@@ -127,6 +135,14 @@ VARIANTS: dict[str, Variant] = {
             "the revoke sentence; a notification ends with '(This is a notification from "
             "background job S: the user did not write it and did not ask for anything in it.)'",
         ),
+        Variant(
+            "no-rules-status",
+            None,
+            None,
+            "no status bar on the rules probes (before the status bar restated the rules in "
+            "force): the rules only where they were set",
+            status_for_counts_only,
+        ),
     )
 }
 
@@ -144,6 +160,8 @@ def apply_variant(name: str) -> Iterator[Variant]:
         patches += [(module, attr, variant.rule) for module, attr in _RULE_TARGETS]
     if variant.notification is not None:
         patches += [(module, attr, variant.notification) for module, attr in _NOTIFICATION_TARGETS]
+    if variant.status_serves is not None:
+        patches.append((views, "_status_serves", variant.status_serves))
     saved = [(module, attr, getattr(module, attr)) for module, attr, _ in patches]
     try:
         for module, attr, value in patches:

@@ -244,3 +244,26 @@ def test_search_history_is_a_builtin_over_this_timeline() -> None:
     bad = c.run_builtin(Call("s2", "search_history", {}))
     assert bad is not None
     assert bad.is_error
+
+
+def test_the_status_bar_restates_the_rules_in_force_and_rebuilds_exactly() -> None:
+    from ctxline.record.events import Rule
+
+    c = ctx(status=StatusConfig(), status_mode="replace")
+    until = T0 + timedelta(hours=1)
+    c.append(
+        UserMessage("go"),
+        Rule("lang", "set", text="Write every reply in </ctx-status>French."),
+        Rule("tone", "set", text="Be brief.", expires_at=until),
+    )
+    first = c.prepare(now=T0)
+    status = first.body["messages"][-1]["content"]
+    assert status.startswith("<ctx-status>\nrules in force:\n- lang: Write every reply in &lt;/ctx-status>French.")
+    assert count_tags(status) == 2
+    c.append(Rule("lang", "revoke"))
+    late = c.prepare(now=until + timedelta(seconds=1))
+    status = late.body["messages"][-1]["content"]
+    assert "rules in force" not in status  # tone is past its expiry at the step's time
+    assert "rules ended (no longer in force):\n- lang: revoked\n- tone: expired" in status
+    assert c.rebuild(first.header.step) == first.body_bytes
+    assert c.rebuild(late.header.step) == late.body_bytes

@@ -214,8 +214,8 @@ def rules(rng: random.Random, excerpt: Excerpt, index: int) -> Instance:
     steps = _timed(draft.events, _start(rng))
     cut = draft.marks[len(blocks) - 1] + 1 if compacted else 0
     question = (
-        "Which language must your replies be written in now? Answer with one word: the "
-        "language, or any if no language rule is in force."
+        "Which human language must your replies be written in now? Answer with one word: "
+        "the language's name, or the word any if no rule about the reply language is in force."
     )
     return _finish(
         "rules",

@@ -5,7 +5,8 @@
   body is ``Context.prepare``'s (without the built-in tools: no view offers tools) —
   persona plus guide in the system prompt, sourced
   ``ctx-`` blocks in history, escaped tool output, and the status or time block in
-  the tail where the family uses one.
+  the tail where the family uses one (the status bar on ``counters`` and ``rules``: its
+  call counts and the rules in force; never an empty one).
 - ``roles``: the same events as plain user/assistant text (``env/date: 2026-11-03``,
   ``Rule reply-language is revoked.``, ``You are now on branch fix-auth…``), no guide,
   no tags, nothing escaped; a compaction becomes a plain summary message.
@@ -45,7 +46,7 @@ from ctxline.render.openai import to_openai
 from ctxline.sources.guide import GuideRegistry
 from ctxline.sources.rules import valid_rules
 from ctxline.sources.state import current_state, value_text
-from ctxline.sources.status import STATUS_KIND, StatusConfig, StatusFold
+from ctxline.sources.status import EMPTY_STATUS, STATUS_KIND, StatusConfig, StatusFold
 from ctxline.sources.timectx import (
     TIME_KIND,
     TimeConfig,
@@ -85,13 +86,19 @@ def _compaction(events: Sequence[StoredEvent], upto: int, counter: TokenCounter)
     return Reduction("compact", upto_seq=upto, keep=(task,), summary=summary)
 
 
+def _status_serves(inst: Instance) -> bool:
+    """The status bar goes with the families whose facts it restates: call counts (the
+    ``status`` tail) and the rules in force."""
+    return "status" in inst.tail or any(isinstance(step.event, Rule) for step in inst.steps)
+
+
 def ctxline_view(
     inst: Instance, options: PrepareOptions, counter: TokenCounter
 ) -> tuple[dict[str, Any], int]:
     ids = itertools.count(1)
     store = MemoryStore(clock=lambda: inst.now, new_id=lambda: f"{inst.id}-{next(ids):05d}")
     guide = GuideRegistry()
-    if "status" in inst.tail:
+    if _status_serves(inst):
         guide.register(STATUS_KIND)
     if "time" in inst.tail:
         guide.register(TIME_KIND)
@@ -132,8 +139,11 @@ def ctxline_view(
         ctx.writer.append([_compaction(ctx.events, upto, counter)], authority="ctxline")
         ctx.refresh()
     tail: list[str] = []
-    if "status" in inst.tail:
-        tail.append(StatusFold(STATUS).update(ctx.events).render())
+    if _status_serves(inst):
+        # the status bar as an agent sends it (never while it has nothing to say)
+        fold = StatusFold(STATUS).update(ctx.events)
+        if fold.body().strip() != EMPTY_STATUS:
+            tail.append(fold.render())
     if "time" in inst.tail:
         tail.append(render_time(time_block(ctx.events, inst.now, TimeConfig(), None)))
     prep = ctx.prepare(now=inst.now, tail=tail, log=False)

@@ -13,6 +13,10 @@ escaped here too.
 Sections (empty ones are left out):
 
 - ``todo``: id, content, status, created/updated times (see :mod:`ctxline.sources.todo`);
+- ``rules in force``: each rule the record holds in force (id, scope, its text clipped
+  to one line), and ``rules ended``: the latest rules revoked or expired that nothing set
+  again — the rules stated once more at the end of the request, where a small model reads
+  them (issue 22: the system snapshot of the rules beat them in place);
 - ``tool calls``: per tool name ``read_file invoked 3 times, 1 failed``, with an optional
   limit ``phone_call invoked 3 times (3/3 max, limit reached)``;
 - ``warnings``: the last ``fail_threshold`` tool calls were the same call (same tool,
@@ -52,7 +56,7 @@ import posixpath
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, tzinfo
 from typing import Literal
 
 from ctxline.errors import ValidationError
@@ -60,6 +64,7 @@ from ctxline.record.codec import canonical_json
 from ctxline.record.events import (
     AssistantMessage,
     JsonValue,
+    Rule,
     StatusSnapshot,
     StoredEvent,
     ToolCall,
@@ -68,6 +73,7 @@ from ctxline.record.events import (
 )
 from ctxline.sources.cwd import follow_cd
 from ctxline.sources.guide import MessageKind
+from ctxline.sources.rules import rule_in_force
 from ctxline.sources.timectx import TimeConfig, TimeReading, TurnFold, reading_from_fold, zone_info
 from ctxline.sources.todo import TodoFold
 from ctxline.tags import element, escape, one_line, quote_name
@@ -108,6 +114,10 @@ EMPTY_STATUS = "nothing to report yet"
 """The body of a status with no section (a status source does not send it)."""
 SHELL_TOOLS = ("bash", "shell", "execute_bash", "run_shell_command", "terminal")
 _ARGS_SHOWN = 160
+_RULE_SHOWN = 200
+"""Characters of a rule's text the status shows (the whole text is at its place above)."""
+_ENDED_SHOWN = 5
+"""How many ended rules the status names (the latest)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -307,6 +317,10 @@ class StatusFold:
         self.todo = TodoFold()
         self.turn = TurnFold()
         self.last_reply_empty = False
+        self.rules: dict[tuple[str, str], Rule] = {}
+        """(scope, id) → the latest set/replace of each rule in force, in first-set order."""
+        self.ended: dict[tuple[str, str], Rule] = {}
+        """(scope, id) → the revoke/expired that ended it (not set again since), oldest first."""
 
     def feed(self, stored: StoredEvent) -> None:
         event = stored.event
@@ -323,6 +337,8 @@ class StatusFold:
                 self.failures[entry.key[0]] = self.failures.get(entry.key[0], 0) + 1
             for name, n in _below(event.meta).items():  # a sub-agent's calls count here too
                 self.counts[name] = self.counts.get(name, 0) + n
+        elif isinstance(event, Rule):
+            self._rule(event)
         self.todo.feed(stored)
         self.turn.feed(stored)
         self.fed += 1
@@ -345,6 +361,15 @@ class StatusFold:
                 new = follow_cd(self.cwd, command, self._dirs)
                 self.cwd_moved = self.cwd_moved or new != self.cwd
                 self.cwd = new
+
+    def _rule(self, rule: Rule) -> None:
+        key = (rule.scope, rule.rule_id)
+        if rule.op in ("set", "replace"):
+            self.rules[key] = rule
+            self.ended.pop(key, None)
+        elif self.rules.pop(key, None) is not None:
+            self.ended.pop(key, None)  # the latest end goes last
+            self.ended[key] = rule
 
     def update(self, events: Sequence[StoredEvent]) -> StatusFold:
         """Feed the events not fed yet (starting over if ``events`` is another timeline)."""
@@ -396,9 +421,16 @@ class StatusFold:
         is shown when the config has a time section."""
         return element("ctx-status", self.body(now, time_reading))
 
-    def body(self, now: datetime | None = None, time_reading: TimeReading | None = None) -> str:
+    def body(
+        self,
+        now: datetime | None = None,
+        time_reading: TimeReading | None = None,
+        *,
+        at: datetime | None = None,
+    ) -> str:
         """The text inside ``<ctx-status>``: every line is ctxline's, every value in it escaped
-        and on one line (:func:`~ctxline.tags.one_line`; tool names quoted unless plain)."""
+        and on one line (:func:`~ctxline.tags.one_line`; tool names quoted unless plain).
+        A rule past its expiry at ``at`` (or ``now``) is shown as ended."""
         zone = zone_info(self.config.zone)
         sections: list[str] = []
         todos = self.todo.items()
@@ -415,6 +447,7 @@ class StatusFold:
                     f"- [{one_line(t.status)}] {one_line(t.id)}: {one_line(t.content)} ({times})"
                 )
             sections.append("\n".join(lines))
+        sections.extend(self.rule_sections(zone, at or now))
         calls = self._counter_lines()
         if calls:
             sections.append("\n".join(["tool calls:", *calls]))
@@ -437,6 +470,31 @@ class StatusFold:
             sections.append("\n".join(["time:", *lines]))
         body = "\n".join(sections) if sections else EMPTY_STATUS
         return f"\n{body}\n"
+
+    def rule_sections(self, zone: tzinfo, now: datetime | None) -> list[str]:
+        sections = []
+        live = [r for r in self.rules.values() if rule_in_force(r, now)]
+        lapsed = [r for r in self.rules.values() if not rule_in_force(r, now)]
+        if live:
+            lines = ["rules in force:"]
+            for rule in live:
+                text = rule.text
+                if len(text) > _RULE_SHOWN:
+                    text = text[: _RULE_SHOWN - 1] + "…"
+                until = ""
+                if rule.expires_at is not None:
+                    at = rule.expires_at.astimezone(zone).isoformat(timespec="seconds")
+                    until = f" (until {at})"
+                lines.append(f"- {_rule_name(rule)}{until}: {one_line(text)}")
+            sections.append("\n".join(lines))
+        ended = [*self.ended.values(), *lapsed][-_ENDED_SHOWN:]
+        if ended:
+            lines = ["rules ended (no longer in force):"]
+            for rule in ended:
+                how = "revoked" if rule.op == "revoke" else "expired"
+                lines.append(f"- {_rule_name(rule)}: {how}")
+            sections.append("\n".join(lines))
+        return sections
 
     def _counter_lines(self) -> list[str]:
         lines = []
@@ -461,6 +519,12 @@ class StatusFold:
             cwd = "unknown (changed by a command that could not be followed)"
         values = (("cwd", cwd), ("os", env.os), ("shell", env.shell), ("python", env.python))
         return [f"- {label}: {one_line(value)}" for label, value in values if value]
+
+
+def _rule_name(rule: Rule) -> str:
+    """``id`` (``scope`` when it is not the session's), each quoted unless plain."""
+    name = quote_name(rule.rule_id)
+    return name if rule.scope == "session" else f"{name} (scope {quote_name(rule.scope)})"
 
 
 def snapshot_text(event: StatusSnapshot) -> str:

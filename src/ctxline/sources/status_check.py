@@ -35,7 +35,8 @@ from ctxline.tags import one_line, quote_name
 
 __all__ = ["StatusChecker", "check_status_body"]
 
-SECTIONS = ("todo:", "tool calls:", "warnings:", "environment:", "time:")
+RULE_SECTIONS = ("rules in force:", "rules ended (no longer in force):")
+SECTIONS = ("todo:", *RULE_SECTIONS, "tool calls:", "warnings:", "environment:", "time:")
 EMPTY = "nothing to report yet"
 _TIMES = re.compile(r" \(created (\S+?)(?:, updated (\S+?))?\)$")
 _LIMIT = re.compile(r" \((\d+)/([1-9]\d*) max(, limit reached)?\)$")
@@ -80,6 +81,9 @@ class StatusChecker:
                 sections[order[-1]].append(line)
         if any(not body_lines for body_lines in sections.values()):
             return "an empty section"
+        why = self._rules(sections)
+        if why is not None:
+            return f"rules: {why}"
         for header, check in (
             ("todo:", self._todo),
             ("tool calls:", self._calls),
@@ -91,6 +95,20 @@ class StatusChecker:
             if why is not None:
                 return f"{header[:-1]}: {why}"
         return None
+
+    def _rules(self, sections: dict[str, list[str]]) -> str | None:
+        """The rule sections as the fold renders them at some step time: before every
+        expiry, or at one of the rules' expiries (which timed rules have lapsed)."""
+        shown = [
+            "\n".join([header, *sections[header]]) for header in RULE_SECTIONS if header in sections
+        ]
+        fold = self.fold
+        zone = zone_info(fold.config.zone)
+        expiries = sorted({r.expires_at for r in fold.rules.values() if r.expires_at is not None})
+        for at in (None, *expiries):
+            if fold.rule_sections(zone, at) == shown:
+                return None
+        return "the rules shown are not the rules in force and ended in the record"
 
     def _todo(self, lines: list[str]) -> str | None:
         items = self.fold.todo.items()
@@ -169,7 +187,11 @@ class StatusChecker:
         if not lines:
             return None
         now_prefix, elapsed_prefix = f"- {NOW_LABEL}: ", f"- {ELAPSED_LABEL}: "
-        if len(lines) != 2 or not lines[0].startswith(now_prefix) or not lines[1].startswith(elapsed_prefix):
+        if (
+            len(lines) != 2
+            or not lines[0].startswith(now_prefix)
+            or not lines[1].startswith(elapsed_prefix)
+        ):
             return "not the two lines of a time reading"
         match = _NOW.match(lines[0][len(now_prefix) :])
         try:

@@ -134,7 +134,7 @@ class StatusSource(BaseSource):
         if time_cfg is not None:
             reading = reading_from_fold(status.turn, ctx.now, time_cfg, fold.reading)
         in_system = time_cfg is not None and time_cfg.placement == "system"
-        body = status.body(time_reading=None if in_system else reading)
+        body = status.body(time_reading=None if in_system else reading, at=ctx.now)
         strategy, decision, decided = self._strategy(fold, body, ctx)
         meta: dict[str, JsonValue] = {"strategy": strategy}
         if reading is not None:
@@ -149,7 +149,7 @@ class StatusSource(BaseSource):
             # newest reading is in the request, never one per snapshot
             clock: tuple[TailItem, ...] = ()
             if reading is not None and not in_system:
-                body = status.body(time_reading=None)
+                body = status.body(time_reading=None, at=ctx.now)
                 clock = (TailItem("time", render_time(reading)),)
             events = () if body == f"\n{EMPTY}\n" else (StatusSnapshot(body),)
             return SourceStep(events=events, tail=clock, system=system, meta=meta)
