@@ -203,8 +203,8 @@ class StatusWarning:
         )
 
 
-def _clip(text: str) -> str:
-    return text if len(text) <= _ARGS_SHOWN else text[: _ARGS_SHOWN - 1] + "…"
+def _clip(text: str, limit: int = _ARGS_SHOWN) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 _PATH = re.compile(r"[\w.~+-]*(?:/[\w.~+-]*)+|\.\.?")
@@ -472,20 +472,21 @@ class StatusFold:
         return f"\n{body}\n"
 
     def rule_sections(self, zone: tzinfo, now: datetime | None) -> list[str]:
+        """The ``rules in force`` and ``rules ended`` sections at ``now`` (None: before
+        every expiry); the restore check renders them through here too."""
         sections = []
         live = [r for r in self.rules.values() if rule_in_force(r, now)]
         lapsed = [r for r in self.rules.values() if not rule_in_force(r, now)]
         if live:
             lines = ["rules in force:"]
             for rule in live:
-                text = rule.text
-                if len(text) > _RULE_SHOWN:
-                    text = text[: _RULE_SHOWN - 1] + "…"
                 until = ""
                 if rule.expires_at is not None:
                     at = rule.expires_at.astimezone(zone).isoformat(timespec="seconds")
                     until = f" (until {at})"
-                lines.append(f"- {_rule_name(rule)}{until}: {one_line(text)}")
+                lines.append(
+                    f"- {_rule_name(rule)}{until}: {one_line(_clip(rule.text, _RULE_SHOWN))}"
+                )
             sections.append("\n".join(lines))
         ended = [*self.ended.values(), *lapsed][-_ENDED_SHOWN:]
         if ended:
