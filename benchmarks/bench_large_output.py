@@ -37,10 +37,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -209,9 +206,14 @@ def has_langgraph() -> bool:
 
 
 # --- the parent side -------------------------------------------------------------------------
+# (subprocess, platform and tempfile are imported here, not at the top: a child measured
+# for its peak, and the `ctxline append` process that imports vm_hwm_mb from this file,
+# must not carry the parent's modules: subprocess alone is 2.4 MB of RSS)
 
 
 def run_child(step: str, url: str, size_mb: int, session: str = "big") -> dict[str, float]:
+    import subprocess
+
     out = subprocess.run(
         [sys.executable, str(HERE), "--child", step, "--url", url, "--sizes", str(size_mb)],
         capture_output=True,
@@ -228,6 +230,8 @@ def run_child(step: str, url: str, size_mb: int, session: str = "big") -> dict[s
 def run_cli_append(url: str, size_mb: int, folder: Path) -> dict[str, float]:
     """``ctxline append`` of one JSONL line holding the result; the command's own VmHWM
     (read at exit: a child's ``ru_maxrss`` would count pages shared with this process)."""
+    import subprocess
+
     line = folder / "line.jsonl"
     content = payload(size_mb)
     with line.open("w") as fh:
@@ -331,6 +335,9 @@ def measure(
 
 
 def main() -> None:
+    import platform
+    import tempfile
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="50,200", help="Payload sizes in MB.")
     parser.add_argument("--dir", default=None, help="Where the databases go (a real disk).")

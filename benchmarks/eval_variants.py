@@ -13,6 +13,7 @@ values (rule id, job source), and the whole body goes through :meth:`Block.rende
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from types import ModuleType
@@ -20,12 +21,14 @@ from types import ModuleType
 import ctxline.eval.views as views
 import ctxline.sources.notifications as notifications
 import ctxline.sources.rules as rules
+import ctxline.sources.status as status
 import ctxline.view.compaction as compaction
 from ctxline.eval.probes import Instance
 from ctxline.record.codec import format_at
-from ctxline.record.events import Notification, Rule
+from ctxline.record.events import Notification, Rule, StoredEvent
 from ctxline.sources.base import Block
-from ctxline.tags import quote_name
+from ctxline.sources.rules import rule_in_force
+from ctxline.tags import one_line, quote_name
 
 __all__ = ["VARIANTS", "Variant", "apply_variant"]
 
@@ -90,6 +93,69 @@ def notification_disowned(event: Notification) -> Block:
     return Block("ctx-notification", f"{event.text} {tail}", attrs)
 
 
+def _ended_with_text(self: status.StatusFold, rule: Rule) -> None:
+    """StatusFold._rule that keeps, for an ended rule, the text it ended (``_ended_text``)."""
+    key = (rule.scope, rule.rule_id)
+    texts: dict[tuple[str, str], str] = self.__dict__.setdefault("_ended_text", {})
+    if rule.op in ("set", "replace"):
+        self.rules[key] = rule
+        self.ended.pop(key, None)
+        return
+    was = self.rules.pop(key, None)
+    if was is not None:
+        self.ended.pop(key, None)
+        self.ended[key] = rule
+        texts[key] = was.text
+
+
+def _ended_lines(how: Callable[[str, str, str], str]) -> Callable[..., list[str]]:
+    """A rule_sections whose ``rules ended`` lines are ``how(name, revoked|expired, text)``."""
+
+    def sections(self: status.StatusFold, zone: object, now: object) -> list[str]:
+        shipped = _SHIPPED_RULE_SECTIONS(self, zone, now)  # type: ignore[arg-type]
+        out = [s for s in shipped if not s.startswith("rules ended")]
+        texts: dict[tuple[str, str], str] = self.__dict__.get("_ended_text", {})
+        lapsed = [(k, r) for k, r in self.rules.items() if not rule_in_force(r, now)]  # type: ignore[arg-type]
+        ended = [*self.ended.items(), *lapsed][-5:]
+        if ended:
+            lines = ["rules ended (no longer in force):"]
+            for key, rule in ended:
+                verb = "revoked" if rule.op == "revoke" else "expired"
+                said = rule.text if rule.op in ("set", "replace") else texts.get(key, "")
+                text = one_line(status._clip(said, 200))
+                lines.append(how(status._rule_name(rule), verb, text))
+            out.append("\n".join(lines))
+        return out
+
+    return sections
+
+
+_SHIPPED_RULE_SECTIONS = status.StatusFold.rule_sections
+_SHIPPED_FEED = status.StatusFold.feed
+
+
+def _feed_notifications(self: status.StatusFold, stored: StoredEvent) -> None:
+    """StatusFold.feed that also keeps the notifications."""
+    _SHIPPED_FEED(self, stored)
+    notes: list[Notification] = self.__dict__.setdefault("_notes", [])
+    if isinstance(stored.event, Notification):
+        notes.append(stored.event)
+
+
+def _sections_with_notifications(self: status.StatusFold, zone: object, now: object) -> list[str]:
+    out = _SHIPPED_RULE_SECTIONS(self, zone, now)  # type: ignore[arg-type]
+    notes: list[Notification] = self.__dict__.get("_notes", [])
+    if notes:
+        lines = [
+            "recent notifications (from background jobs, not written or asked for by the user):"
+        ]
+        for note in notes[-3:]:
+            text = one_line(status._clip(note.text, 200))
+            lines.append(f"- {quote_name(note.source)}: {json.dumps(text, ensure_ascii=False)}")
+        out.append("\n".join(lines))
+    return out
+
+
 def status_for_counts_only(inst: Instance) -> bool:
     """Before the rules section: the status bar only where the probe counts calls."""
     return "status" in inst.tail
@@ -102,6 +168,8 @@ class Variant:
     notification: Callable[[Notification], Block] | None
     about: str
     status_serves: Callable[[Instance], bool] | None = None
+    status_fold: tuple[tuple[str, Callable[..., object]], ...] = ()
+    """StatusFold methods replaced (name, function)."""
 
 
 VARIANTS: dict[str, Variant] = {
@@ -143,6 +211,56 @@ VARIANTS: dict[str, Variant] = {
             "force): the rules only where they were set",
             status_for_counts_only,
         ),
+        Variant(
+            "ended-text",
+            None,
+            None,
+            "the status bar's ended rules quote what they said: '- lang: revoked (it said: "
+            '"Reply in French." — that no longer applies)\'',
+            status_fold=(
+                ("_rule", _ended_with_text),
+                (
+                    "rule_sections",
+                    _ended_lines(
+                        lambda name, verb, text: (
+                            f"- {name}: {verb} (it said: {json.dumps(text, ensure_ascii=False)} — that"
+                            " no longer applies)"
+                        )
+                    ),
+                ),
+            ),
+        ),
+        Variant(
+            "ended-free",
+            None,
+            None,
+            "the status bar's ended rules say what is left: '- lang: revoked; nothing it "
+            "said applies now, as if it had never been set'",
+            status_fold=(
+                ("_rule", _ended_with_text),
+                (
+                    "rule_sections",
+                    _ended_lines(
+                        lambda name, verb, text: (
+                            f"- {name}: {verb}; nothing it said applies"
+                            " now, as if it had never been set"
+                        )
+                    ),
+                ),
+            ),
+        ),
+        Variant(
+            "notes-status",
+            None,
+            None,
+            "the status bar goes with every probe and lists the latest three notifications under "
+            "'recent notifications (from background jobs, not written or asked for by the user):'",
+            status_serves=lambda inst: True,
+            status_fold=(
+                ("feed", _feed_notifications),
+                ("rule_sections", _sections_with_notifications),
+            ),
+        ),
     )
 }
 
@@ -155,13 +273,14 @@ _NOTIFICATION_TARGETS = ((notifications, "notification_block"),)
 def apply_variant(name: str) -> Iterator[Variant]:
     """Patch the renderers for the ``with`` body (KeyError for an unknown name)."""
     variant = VARIANTS[name]
-    patches: list[tuple[ModuleType, str, object]] = []
+    patches: list[tuple[ModuleType | type, str, object]] = []
     if variant.rule is not None:
         patches += [(module, attr, variant.rule) for module, attr in _RULE_TARGETS]
     if variant.notification is not None:
         patches += [(module, attr, variant.notification) for module, attr in _NOTIFICATION_TARGETS]
     if variant.status_serves is not None:
         patches.append((views, "_status_serves", variant.status_serves))
+    patches += [(status.StatusFold, attr, fn) for attr, fn in variant.status_fold]
     saved = [(module, attr, getattr(module, attr)) for module, attr, _ in patches]
     try:
         for module, attr, value in patches:

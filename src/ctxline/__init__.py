@@ -14,8 +14,10 @@ chose and why, and can rebuild any logged request byte for byte.
     prep.report        # tokens by section, budget, prefix reuse, pairing repairs
 """
 
+import importlib
+from typing import TYPE_CHECKING
+
 from ctxline.context import Context, rebuild_request
-from ctxline.discovery import Catalog, Discovery, load_catalog
 from ctxline.errors import (
     BlobError,
     CompactionError,
@@ -30,11 +32,7 @@ from ctxline.errors import (
     UnknownTimeline,
     ValidationError,
 )
-from ctxline.importers import FORMATS, ImportedSession, detect_format, load
-from ctxline.importers.ingest import ImportResult, import_sessions
-from ctxline.memory import Memory
 from ctxline.models.base import MissingExtra, ModelError
-from ctxline.models.summarizer import SummaryFailed
 from ctxline.record.blobs import BlobStore
 from ctxline.record.codec import canonical_json, event_to_json
 from ctxline.record.events import (
@@ -76,7 +74,6 @@ from ctxline.render import (
     to_anthropic,
     to_openai,
 )
-from ctxline.skills import Skills
 from ctxline.sources.base import Source
 from ctxline.sources.branch import BranchMark
 from ctxline.sources.guide import GuideRegistry, MessageKind
@@ -86,6 +83,46 @@ from ctxline.tokens.counters import TokenCounter, get_counter
 from ctxline.view.cache import ViewCache
 from ctxline.view.options import PrepareOptions, StepInputs
 from ctxline.view.prepare import Preparation, prepare
+
+if TYPE_CHECKING:  # imported when first used (below): a Context alone never loads them
+    from ctxline.discovery import Catalog, Discovery, load_catalog
+    from ctxline.importers import FORMATS, ImportedSession, detect_format, load
+    from ctxline.importers.ingest import ImportResult, import_sessions
+    from ctxline.memory import Memory
+    from ctxline.models.summarizer import SummaryFailed
+    from ctxline.skills import Skills
+
+_LAZY = {
+    "Catalog": "ctxline.discovery",
+    "Discovery": "ctxline.discovery",
+    "load_catalog": "ctxline.discovery",
+    "FORMATS": "ctxline.importers",
+    "ImportedSession": "ctxline.importers",
+    "detect_format": "ctxline.importers",
+    "load": "ctxline.importers",
+    "ImportResult": "ctxline.importers.ingest",
+    "import_sessions": "ctxline.importers.ingest",
+    "Memory": "ctxline.memory",
+    "SummaryFailed": "ctxline.models.summarizer",
+    "Skills": "ctxline.skills",
+}
+"""Names whose modules load on first use: discovery, importers, memory, the LLM
+summarizer and skills bring YAML, difflib and their own folds, which a process that only
+opens a Context and prepares never needs (its peak memory, issue 25)."""
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'ctxline' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
 
 __version__ = "0.1.0"
 

@@ -40,7 +40,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from fractions import Fraction
 from typing import Literal
 
 from ctxline.errors import ValidationError
@@ -137,6 +136,8 @@ def choose_strategy(
     c_rep = replace_cost(alpha, R, N, write_premium)
     c_app = append_cost(alpha, S, N)
     # decide on the exact values of the given numbers, so the flip is exactly at the boundary
+    from fractions import Fraction  # here: it brings decimal, which a Context never needs
+
     a, s, r, n, w = (Fraction(x) for x in (alpha, S, R, N, write_premium))
     steps = max(n - 1, Fraction(0))
     exact_append = a * s * n * steps / 2

@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import posixpath
 import re
 from collections.abc import Mapping, Sequence
@@ -132,6 +131,8 @@ class SystemState:
 
 def detect_environment() -> SystemState:
     """This process's cwd, OS, shell and Python version (call it once, at session start)."""
+    import platform  # here: 1.3 MB a process that never asks would carry (issue 25)
+
     shell = os.environ.get("SHELL") or os.environ.get("COMSPEC")
     return SystemState(
         cwd=os.getcwd(),

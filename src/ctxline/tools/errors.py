@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
+import sys
 import sysconfig
 import traceback
 from pathlib import Path
@@ -142,7 +142,10 @@ def derive_hint(exc: BaseException, tool_name: str, arguments: JsonValue) -> str
             "The arguments were not a JSON object. Send the arguments as one JSON object that "
             f"matches the schema of {tool_name!r}."
         )
-    if isinstance(exc, subprocess.TimeoutExpired):
+    # looked up, not imported: a process that never ran a command raises no TimeoutExpired,
+    # and importing subprocess costs a Context 2.4 MB (issue 25)
+    subprocess = sys.modules.get("subprocess")
+    if subprocess is not None and isinstance(exc, subprocess.TimeoutExpired):
         return (
             f"The command timed out after {exc.timeout:g} s. Make it faster (a smaller input, "
             "a narrower search, no interactive prompts) or run it in the background; "

@@ -19,6 +19,7 @@ from ctxline.errors import BlobError
 from ctxline.record.blobs import parse_ref, verify
 from ctxline.record.store.chain import PIECE_CHARS
 from ctxline.record.store.rows import PieceBlobs, check_blob_size, text_pieces
+from ctxline.record.store.sqlite_events import shrink_after_read
 
 if TYPE_CHECKING:
     from ctxline.record.store.sqlite import SQLiteStore
@@ -65,6 +66,7 @@ class SQLiteBlobs(PieceBlobs):
                 raise BlobError(f"blob {ref} is corrupt: its data is not bytes")
             with conn.blobopen("blobs", "data", row[0], readonly=True) as blob:
                 data = blob.read()
+            shrink_after_read(conn, len(data))
         return verify(ref, data)
 
     def has(self, ref: str) -> bool:

@@ -155,7 +155,20 @@ def blob_text(conn: sqlite3.Connection, ref: str, where: str) -> str:
         )
     with conn.blobopen("blobs", "data", row[0], readonly=True) as blob:
         data = blob.read()
+    shrink_after_read(conn, len(data))
     return text_of(data, where)
+
+
+SHRINK_BYTES = 8 << 20
+"""A blob read at least this large gives SQLite's page cache back to the OS after it."""
+
+
+def shrink_after_read(conn: sqlite3.Connection, size: int) -> None:
+    """``PRAGMA shrink_memory`` after a large read: the read filled the connection's page
+    cache (about 2 MB) with pages of a blob nothing reads again soon, and a process that
+    holds a 50 MB result must stay under 3x of it while it builds its tokenizer (issue 25)."""
+    if size >= SHRINK_BYTES:
+        conn.execute("PRAGMA shrink_memory")
 
 
 def _as_read(name: str, row: Row) -> Row:
