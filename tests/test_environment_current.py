@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from ctxline import Context, MemoryStore
 from ctxline.record.events import State, UserMessage
 from ctxline.record.jsonvalue import as_object
+from ctxline.web.data import branch_marks as web_branch_marks
 from json_reads_a import dig
 
 T0 = datetime(2026, 11, 3, 23, 59, tzinfo=UTC)
@@ -50,6 +51,28 @@ def test_a_fork_names_the_current_branch() -> None:
     child.append(UserMessage("where am I?"))
     assert last(child) == "<ctx-current>\ncurrent branch: try-sqlite\n</ctx-current>"
     assert "ctx-current" not in last(ctx)
+
+
+def test_a_fork_of_a_fork_at_the_same_seq_names_the_child_and_marks_the_parent_first() -> None:
+    """Forked twice at one point (no event between): the fork seqs tie, and ordering the
+    marks by seq alone put the child's first and named the parent as the current branch."""
+    store = MemoryStore()
+    Context(store, "s").append(UserMessage("one"), UserMessage("two"))
+    store.fork("s", "main", 2, "explore-cache")
+    store.fork("s", "explore-cache", 2, "fix-auth")
+    child = Context(store, "s", "fix-auth")
+    child.append(UserMessage("which branch?"))
+    assert last(child) == "<ctx-current>\ncurrent branch: fix-auth\n</ctx-current>"
+    texts = [str(m["content"]) for m in child.prepare(now=T0).body["messages"]]
+    marks = [t for t in texts if t.startswith("<ctx-branch")]
+    assert [m.split('"')[1] for m in marks] == ["explore-cache", "fix-auth"]
+    assert 'parent="explore-cache"' in marks[1]
+    timelines = store.timelines("s")
+    shown = [m.name for m in web_branch_marks(timelines, "fix-auth")]
+    assert shown == ["explore-cache", "fix-auth"]
+    assert web_branch_marks(timelines, "main") == []
+    for header, prep in child.rebuild_all():
+        assert prep.sha256 == header.sha256
 
 
 def test_values_are_single_escaped_lines() -> None:

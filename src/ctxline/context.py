@@ -42,7 +42,7 @@ from ctxline.record.store.base import Clock, SearchHit
 from ctxline.record.timeline import TimelineWriter, save_blobs
 from ctxline.render.neutral import ToolSpec
 from ctxline.sources.base import DynamicItem, Prefetching, Source
-from ctxline.sources.branch import BranchMark
+from ctxline.sources.branch import BranchMark, ancestry_marks
 from ctxline.sources.defaults import default_sources
 from ctxline.sources.dynamic import DynamicCallback
 from ctxline.sources.guide import GuideRegistry
@@ -75,12 +75,12 @@ _PLAN_ATTEMPTS = 5
 
 def branch_marks(store: Store, session: str, timeline: str) -> list[BranchMark]:
     """The fork points of ``timeline``'s ancestry, oldest first."""
-    marks: list[BranchMark] = []
-    info = store.timeline(session, timeline)
-    while info.parent is not None and info.fork_seq is not None:
-        marks.append(BranchMark(info.name, info.parent, info.fork_seq))
-        info = store.timeline(session, info.parent)
-    return sorted(marks, key=lambda m: m.fork_seq)
+
+    def info_of(name: str) -> tuple[str | None, int | None]:
+        info = store.timeline(session, name)  # UnknownTimeline when it is not there
+        return info.parent, info.fork_seq
+
+    return ancestry_marks(timeline, info_of)
 
 
 def _prefetch(sources: Sequence[Source]) -> dict[str, object]:

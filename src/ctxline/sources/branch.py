@@ -10,14 +10,21 @@ attributes-only form badly in ``ctxline eval``: it answered the parent's name).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ctxline.sources.base import BaseSource, Block
 from ctxline.sources.guide import BRANCH_KIND, MessageKind
 from ctxline.tags import quote_name
 
-__all__ = ["BRANCH_KIND", "BranchMark", "BranchSource", "branch_block", "render_branch"]
+__all__ = [
+    "BRANCH_KIND",
+    "BranchMark",
+    "BranchSource",
+    "ancestry_marks",
+    "branch_block",
+    "render_branch",
+]
 
 
 
@@ -28,6 +35,31 @@ class BranchMark:
     name: str
     parent: str
     fork_seq: int
+
+
+def ancestry_marks(
+    timeline: str, info_of: Callable[[str], tuple[str | None, int | None] | None]
+) -> list[BranchMark]:
+    """The fork points of ``timeline``'s ancestry, oldest first; ``info_of(name)`` gives a
+    timeline's (parent, fork seq), None for one that is not there.
+
+    Oldest first by ancestry, not by fork seq: a timeline forked from one that was itself
+    forked at the same seq ties on the seq, and sorting on it put the child's mark first,
+    so the view said the parent was the current branch (``ctxline eval``'s ``branch``)."""
+    marks: list[BranchMark] = []
+    name: str | None = timeline
+    seen: set[str] = set()
+    while name is not None and name not in seen:
+        seen.add(name)
+        info = info_of(name)
+        if info is None:
+            break
+        parent, fork_seq = info
+        if parent is None or fork_seq is None:
+            break
+        marks.append(BranchMark(name, parent, fork_seq))
+        name = parent
+    return marks[::-1]
 
 
 def branch_block(mark: BranchMark) -> Block:
@@ -50,7 +82,7 @@ class BranchSource(BaseSource):
     name = "branch"
 
     def __init__(self, marks: Sequence[BranchMark] = ()) -> None:
-        self.marks = tuple(sorted(marks, key=lambda m: m.fork_seq))
+        self.marks = tuple(marks)  # oldest first (ancestry_marks)
 
     def kinds(self) -> Sequence[MessageKind]:
         return (BRANCH_KIND,) if self.marks else ()

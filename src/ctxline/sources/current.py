@@ -106,8 +106,7 @@ class CurrentSource(BaseSource):
     name = "current"
 
     def __init__(self, marks: Sequence[BranchMark] = ()) -> None:
-        ordered = sorted(marks, key=lambda m: m.fork_seq)
-        self.branch = ordered[-1] if ordered else None
+        self.branch = marks[-1] if marks else None  # oldest first: the last is this timeline
 
     def kinds(self) -> Sequence[MessageKind]:
         return (CURRENT_KIND,) if self.branch is not None else ()

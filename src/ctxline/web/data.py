@@ -37,7 +37,7 @@ from ctxline.record.jsonvalue import (
 from ctxline.record.store.base import TimelineInfo
 from ctxline.render.anthropic import CONTINUED
 from ctxline.render.neutral import NeutralMessage
-from ctxline.sources.branch import BranchMark
+from ctxline.sources.branch import BranchMark, ancestry_marks
 from ctxline.tokens.counters import TokenCounter, get_counter
 from ctxline.view.cache import ViewCache
 from ctxline.view.options import PrepareOptions, StepInputs
@@ -108,13 +108,8 @@ class Rebuilt:
 
 def branch_marks(timelines: Sequence[TimelineInfo], timeline: str) -> list[BranchMark]:
     """The fork points of ``timeline``'s ancestry, oldest first (as ``Context`` renders them)."""
-    by_name = {t.name: t for t in timelines}
-    marks: list[BranchMark] = []
-    info = by_name.get(timeline)
-    while info is not None and info.parent is not None and info.fork_seq is not None:
-        marks.append(BranchMark(info.name, info.parent, info.fork_seq))
-        info = by_name.get(info.parent)
-    return sorted(marks, key=lambda m: m.fork_seq)
+    by_name = {t.name: (t.parent, t.fork_seq) for t in timelines}
+    return ancestry_marks(timeline, by_name.get)
 
 
 def _counter(header: RequestHeader, memo: dict[str, TokenCounter]) -> TokenCounter:
