@@ -606,3 +606,29 @@ def test_a_symlink_inside_the_skills_folder_still_loads(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.stderr
     assert "alias: d" in result.stdout
     assert "real: d" in result.stdout
+
+
+def test_no_help_text_prints_the_64_bit_bounds_an_option_did_not_ask_for() -> None:
+    """Unbounded integer options are held to 64 bits quietly: their help shows INTEGER and
+    no range; an option's own bound still shows, without the 64-bit side."""
+    for path in {p for p, _, _ in NUMERIC}:
+        result = CliRunner().invoke(
+            main, [*path, "--help"], catch_exceptions=False, terminal_width=200
+        )
+        assert result.exit_code == 0, path
+        assert str(MAX_INT)[:10] not in result.output, path
+    shown = CliRunner().invoke(main, ["show", "--help"], terminal_width=200).output
+    assert "--limit INTEGER RANGE" in shown
+    assert "[x>=1]" in shown
+    prepared = CliRunner().invoke(main, ["prepare", "--help"], terminal_width=200).output
+    assert "--context-window INTEGER " in prepared
+    assert "[default: 128000]" in prepared
+
+
+def test_an_integer_past_64_bits_is_refused_with_what_was_expected() -> None:
+    result = CliRunner().invoke(
+        main, ["prepare", "--context-window", str(2**63), "--session", "x"], catch_exceptions=False
+    )
+    assert result.exit_code == 2
+    assert f"{2**63} is not a 64-bit integer" in result.output
+    assert "--context-window" in result.output

@@ -24,6 +24,7 @@ import click
 __all__ = [
     "MAX_INT",
     "MIN_INT",
+    "BoundedInt",
     "FiniteFloat",
     "RememberingContext",
     "SuggestingChoice",
@@ -67,9 +68,42 @@ def finite_float(
     return FiniteFloat(min, max, min_open=min_open, max_open=max_open)
 
 
+class BoundedInt(click.IntRange):
+    """click's IntRange held to a 64-bit integer, whose help and errors name only the
+    bounds the option has of its own: ``--context-window`` printed
+    ``-9223372036854775808<=x<=9223372036854775807`` in its help."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if not self._describe_range():
+            self.name = "integer"  # the metavar: INTEGER, not INTEGER RANGE
+
+    def _describe_range(self) -> str:
+        low = None if self.min == MIN_INT else self.min
+        high = None if self.max == MAX_INT else self.max
+        if low is None and high is None:
+            return ""
+        lt, gt = ("<" if self.min_open else "<="), ("<" if self.max_open else "<=")
+        if low is None:
+            return f"x{gt}{high}"
+        if high is None:
+            return f"x{'>' if self.min_open else '>='}{low}"
+        return f"{low}{lt}x{gt}{high}"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = click.types.IntParamType.convert(self, value, param, ctx)
+        if (
+            not self._describe_range()
+            and isinstance(number, int)
+            and not MIN_INT <= number <= MAX_INT
+        ):
+            self.fail(f"{number} is not a 64-bit integer.", param, ctx)
+        return super().convert(number, param, ctx)
+
+
 def bounded_int(min: int | None = MIN_INT, max: int | None = MAX_INT) -> click.IntRange:
     """An integer option type within ``min`` and ``max`` (a 64-bit integer by default)."""
-    return click.IntRange(MIN_INT if min is None else min, MAX_INT if max is None else max)
+    return BoundedInt(MIN_INT if min is None else min, MAX_INT if max is None else max)
 
 
 class SuggestingChoice(click.Choice[str]):
@@ -101,7 +135,7 @@ def invoked() -> click.Context | None:
 
 def _hardened(kind: click.ParamType[Any]) -> click.ParamType[Any] | None:
     """The safe type for ``kind``, or None when it is already safe."""
-    if isinstance(kind, FiniteFloat | SuggestingChoice):
+    if isinstance(kind, FiniteFloat | SuggestingChoice | BoundedInt):
         return None
     if isinstance(kind, click.FloatRange):
         return FiniteFloat(kind.min, kind.max, min_open=kind.min_open, max_open=kind.max_open)
@@ -112,7 +146,7 @@ def _hardened(kind: click.ParamType[Any]) -> click.ParamType[Any] | None:
             return None
         low = MIN_INT if kind.min is None else kind.min
         high = MAX_INT if kind.max is None else kind.max
-        return click.IntRange(low, high, min_open=kind.min_open, max_open=kind.max_open)
+        return BoundedInt(low, high, min_open=kind.min_open, max_open=kind.max_open)
     if isinstance(kind, click.types.IntParamType):
         return bounded_int()
     if isinstance(kind, click.Choice) and all(isinstance(c, str) for c in kind.choices):
