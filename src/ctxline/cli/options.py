@@ -91,7 +91,7 @@ class BoundedInt(click.IntRange):
         return f"{low}{lt}x{gt}{high}"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        number = click.types.IntParamType.convert(self, value, param, ctx)
+        number = click.INT.convert(value, param, ctx)
         if (
             not self._describe_range()
             and isinstance(number, int)
