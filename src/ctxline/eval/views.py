@@ -46,7 +46,7 @@ from ctxline.render.openai import to_openai
 from ctxline.sources.guide import GuideRegistry
 from ctxline.sources.rules import valid_rules
 from ctxline.sources.state import current_state, value_text
-from ctxline.sources.status import EMPTY_STATUS, STATUS_KIND, StatusConfig, StatusFold
+from ctxline.sources.status import STATUS_KIND, StatusConfig, StatusFold, says_nothing
 from ctxline.sources.timectx import (
     TIME_KIND,
     TimeConfig,
@@ -142,7 +142,7 @@ def ctxline_view(
     if _status_serves(inst):
         # the status bar as an agent sends it (never while it has nothing to say)
         fold = StatusFold(STATUS).update(ctx.events)
-        if fold.body().strip() != EMPTY_STATUS:
+        if not says_nothing(fold.body()):
             tail.append(fold.render())
     if "time" in inst.tail:
         tail.append(render_time(time_block(ctx.events, inst.now, TimeConfig(), None)))

@@ -27,8 +27,7 @@ from ctxline.errors import ValidationError
 from ctxline.record.events import Event, JsonValue, RequestHeader, StatusSnapshot, StoredEvent
 from ctxline.sources.base import BaseSource, SourceStep, StepContext, TailItem
 from ctxline.sources.guide import MessageKind
-from ctxline.sources.status import EMPTY_STATUS as EMPTY
-from ctxline.sources.status import STATUS_KIND, StatusConfig, StatusFold
+from ctxline.sources.status import STATUS_KIND, StatusConfig, StatusFold, says_nothing
 from ctxline.sources.timectx import TIME_KIND, TimeReading, reading_from_fold, render_time
 
 __all__ = [
@@ -151,9 +150,9 @@ class StatusSource(BaseSource):
             if reading is not None and not in_system:
                 body = status.body(time_reading=None, at=ctx.now)
                 clock = (TailItem("time", render_time(reading)),)
-            events = () if body == f"\n{EMPTY}\n" else (StatusSnapshot(body),)
+            events = () if says_nothing(body) else (StatusSnapshot(body),)
             return SourceStep(events=events, tail=clock, system=system, meta=meta)
-        if body == f"\n{EMPTY}\n":  # a status with nothing to say is not sent
+        if says_nothing(body):  # a status with nothing to say is not sent
             return SourceStep(system=system, meta=meta)
         block = TailItem("status", f"<ctx-status>{body}</ctx-status>")
         return SourceStep(tail=(block,), system=system, meta=meta)
