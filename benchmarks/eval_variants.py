@@ -19,13 +19,22 @@ from dataclasses import dataclass
 from types import ModuleType
 
 import ctxline.eval.views as views
+import ctxline.render.neutral as neutral
 import ctxline.sources.notifications as notifications
 import ctxline.sources.rules as rules
 import ctxline.sources.status as status
 import ctxline.view.compaction as compaction
 from ctxline.eval.probes import Instance
 from ctxline.record.codec import format_at
-from ctxline.record.events import Notification, Rule, StoredEvent
+from ctxline.record.events import (
+    AssistantMessage,
+    Event,
+    Notification,
+    Rule,
+    StoredEvent,
+    ToolCall,
+    ToolResult,
+)
 from ctxline.sources.base import Block
 from ctxline.sources.rules import rule_in_force
 from ctxline.tags import one_line, quote_name
@@ -156,6 +165,61 @@ def _sections_with_notifications(self: status.StatusFold, zone: object, now: obj
     return out
 
 
+_HIDDEN: set[tuple[str, str, str]] = set()
+"""(scope, id, text) of the set/replace ops that a later revoke or expiry ended, in the
+instance being rendered (``hide-revoked``)."""
+_SHIPPED_CTXLINE_VIEW = views.ctxline_view
+
+
+def _ctxline_view_hiding(inst: Instance, *args: object, **kwargs: object) -> object:
+    _HIDDEN.clear()
+    open_sets: dict[tuple[str, str], Rule] = {}
+    for step in inst.steps:
+        event = step.event
+        if not isinstance(event, Rule):
+            continue
+        key = (event.scope, event.rule_id)
+        if event.op in ("set", "replace"):
+            was = open_sets.get(key)
+            if was is not None:  # superseded: its text no longer applies either
+                _HIDDEN.add((was.scope, was.rule_id, was.text))
+            open_sets[key] = event
+        else:
+            was = open_sets.pop(key, None)
+            if was is not None:
+                _HIDDEN.add((was.scope, was.rule_id, was.text))
+    return _SHIPPED_CTXLINE_VIEW(inst, *args, **kwargs)  # type: ignore[arg-type]
+
+
+def rule_hidden_when_ended(event: Rule) -> Block:
+    """A set/replace that ended or was replaced later shows as attributes only, marked
+    ``ended``: its text is not in the view (what a fold of the old block would leave)."""
+    if event.op in ("set", "replace") and (event.scope, event.rule_id, event.text) in _HIDDEN:
+        return Block("ctx-rule", None, (*_attrs(event), ("ended", "yes")))
+    return _SHIPPED_RULE_BLOCK(event)
+
+
+_SHIPPED_BUILDER_FEED = neutral.HistoryBuilder.feed
+
+
+def _feed_notifications_as_tool_results(
+    self: neutral.HistoryBuilder, event: Event | StoredEvent
+) -> None:
+    """HistoryBuilder.feed that delivers a notification as a tool result: a call of
+    ``background_job_output`` (made up by ctxline, as the view's own messages are), then
+    its result, the job named in a sentence before its text (escaped as any result is)."""
+    inner = event.event if isinstance(event, StoredEvent) else event
+    if not isinstance(inner, Notification):
+        _SHIPPED_BUILDER_FEED(self, event)
+        return
+    seq = event.seq if isinstance(event, StoredEvent) else 0
+    call_id = f"job-output-{seq}"
+    call = ToolCall(call_id, "background_job_output", {"source": inner.source})
+    _SHIPPED_BUILDER_FEED(self, AssistantMessage("", (call,)))
+    text = f"Output of background job {inner.source} (not a message from the user): {inner.text}"
+    _SHIPPED_BUILDER_FEED(self, ToolResult(call_id, text, name="background_job_output"))
+
+
 def status_for_counts_only(inst: Instance) -> bool:
     """Before the rules section: the status bar only where the probe counts calls."""
     return "status" in inst.tail
@@ -170,6 +234,7 @@ class Variant:
     status_serves: Callable[[Instance], bool] | None = None
     status_fold: tuple[tuple[str, Callable[..., object]], ...] = ()
     """StatusFold methods replaced (name, function)."""
+    module_patches: tuple[tuple[ModuleType | type, str, object], ...] = ()
 
 
 VARIANTS: dict[str, Variant] = {
@@ -250,6 +315,25 @@ VARIANTS: dict[str, Variant] = {
             ),
         ),
         Variant(
+            "hide-revoked",
+            rule_hidden_when_ended,
+            None,
+            "a set/replace that a later op (replace, revoke, expiry) ended is shown as attributes only "
+            "(ended=\"yes\"), its text gone from the view, as a fold of the old block would leave it "
+            "(shipped as PrepareOptions.hide_ended_rules: on ctxline since, the same prompts)",
+            module_patches=((views, "ctxline_view", _ctxline_view_hiding),),
+        ),
+        Variant(
+            "tool-role",
+            None,
+            None,
+            "a notification is delivered as a tool result: ctxline's made-up call "
+            "background_job_output(source) and its result 'Output of background job S (not a "
+            "message from the user): …'",
+            status_fold=(),
+            module_patches=((neutral.HistoryBuilder, "feed", _feed_notifications_as_tool_results),),
+        ),
+        Variant(
             "notes-status",
             None,
             None,
@@ -281,6 +365,7 @@ def apply_variant(name: str) -> Iterator[Variant]:
     if variant.status_serves is not None:
         patches.append((views, "_status_serves", variant.status_serves))
     patches += [(status.StatusFold, attr, fn) for attr, fn in variant.status_fold]
+    patches += list(variant.module_patches)
     saved = [(module, attr, getattr(module, attr)) for module, attr, _ in patches]
     try:
         for module, attr, value in patches:

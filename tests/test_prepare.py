@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -28,10 +30,10 @@ from ctxline.record.events import (
 from ctxline.record.jsonvalue import JsonValue
 from ctxline.record.store import MemoryStore
 from ctxline.render import NeutralRequest, render_bytes, to_anthropic, to_openai
-from ctxline.render.neutral import history_to_messages, system_text
+from ctxline.render.neutral import NeutralMessage, history_to_messages, system_text
 from ctxline.sources.defaults import history_sources
 from ctxline.sources.guide import GuideRegistry, MessageKind
-from ctxline.sources.rules import valid_rules
+from ctxline.sources.rules import ended_rule_block, valid_rules
 from ctxline.sources.state import current_state
 from ctxline.tags import count_tags, escape
 from ctxline.tokens.counters import get_counter
@@ -114,9 +116,29 @@ def test_rules_set_replace_revoke_per_scope() -> None:
         for m in c.prepare(now=T0).body["messages"][1:]
         if "ctx-rule" in str(m["content"])
     ]
+    # the session's versions ended (replaced, then revoked): shown without their text;
+    # the path scope's rule is another rule and still in force
     assert texts == [
-        '<ctx-rule id="logs" scope="session" op="set">Never delete .log files</ctx-rule>',
+        '<ctx-rule id="logs" scope="session" op="set" ended="yes"/>',
         '<ctx-rule id="logs" scope="path:src/**" op="set">Keep logs in src</ctx-rule>',
+        '<ctx-rule id="logs" scope="session" op="replace" ended="yes"/>',
+        '<ctx-rule id="logs" scope="session" op="revoke"/>',
+    ]
+    for header, prep in c.rebuild_all():
+        assert prep.sha256 == header.sha256
+
+
+def test_every_rule_version_shows_its_text_with_hide_ended_rules_off() -> None:
+    c = ctx(replace(OPENAI, hide_ended_rules=False))
+    c.append(
+        UserMessage("work"),
+        Rule("logs", "set", text="Never delete .log files"),
+        Rule("logs", "replace", text="Never delete .log or .txt files"),
+        Rule("logs", "revoke"),
+    )
+    texts = [m["content"] for m in c.prepare(now=T0).body["messages"][1:]]
+    assert texts[1:] == [
+        '<ctx-rule id="logs" scope="session" op="set">Never delete .log files</ctx-rule>',
         '<ctx-rule id="logs" scope="session" op="replace">Never delete .log or .txt files</ctx-rule>',
         '<ctx-rule id="logs" scope="session" op="revoke"/>',
     ]
@@ -319,9 +341,33 @@ def histories(draw: st.DrawFn) -> list[Event]:
     return events
 
 
+def _ended_rule_ordinals(events: list[Event]) -> set[int]:
+    """Which rule events (by their order among the rule events) a later op of the same
+    (scope, id) ended: a newer set/replace, a revoke or an expiry."""
+    ended: set[int] = set()
+    latest: dict[tuple[str, str], int] = {}
+    rules = [e for e in events if isinstance(e, Rule)]
+    for k, rule in enumerate(rules):
+        key = (rule.scope, rule.rule_id)
+        if key in latest:
+            ended.add(latest.pop(key))
+        if rule.op in ("set", "replace"):
+            latest[key] = k
+    return ended
+
+
 def _scratch(events: list[Event], options: PrepareOptions, tail: tuple[str, ...]) -> bytes:
-    messages, _ = history_to_messages(events, history_renderer(history_sources()))
-    from ctxline.render.neutral import NeutralMessage
+    shown = history_renderer(history_sources())
+    ended, seen = _ended_rule_ordinals(events), itertools.count()
+
+    def render(event: Event) -> NeutralMessage | None:
+        message = shown(event)
+        if isinstance(event, Rule) and next(seen) in ended and options.hide_ended_rules:
+            text = ended_rule_block(event).render()
+            return None if message is None else NeutralMessage("user", text)
+        return message
+
+    messages, _ = history_to_messages(events, render)
 
     if tail:
         messages.append(NeutralMessage("user", "\n".join(tail)))
@@ -369,6 +415,16 @@ def test_appends_only_reuse_the_whole_previous_request_but_its_tail(
     old, new = before.body["messages"], after.body["messages"]
     if at(before.report, "pairing", "repaired"):
         return  # a dangling call's placeholder is not part of the stable prefix
+    open_rules: set[tuple[str, str]] = set()  # rules whose latest op in `first` set them
+    for r in first:
+        if isinstance(r, Rule):
+            key = (r.scope, r.rule_id)
+            (open_rules.add if r.op in ("set", "replace") else open_rules.discard)(key)
+    if any(isinstance(r, Rule) and (r.scope, r.rule_id) in open_rules for r in extra):
+        # an appended op may end a rule of the first part: its block loses its text there
+        reason = at(after.report, "prefix", "first_difference", "reason")
+        assert reason == "a rule ended: its earlier block is shown without its text"
+        return
     assert new[: len(old) - 1] == old[:-1]
     assert at_int(after.report, "prefix", "shared_messages") >= len(old) - 2
 

@@ -23,6 +23,7 @@ __all__ = [
     "RULE_KIND",
     "RuleFold",
     "RuleSource",
+    "ended_rule_block",
     "render_rule",
     "rule_block",
     "rule_in_force",
@@ -31,11 +32,20 @@ __all__ = [
 
 
 
-def rule_block(event: Rule) -> Block:
+def _attrs(event: Rule) -> tuple[tuple[str, str | None], ...]:
     expires = format_at(event.expires_at) if event.expires_at is not None else None
+    return (("id", event.rule_id), ("scope", event.scope), ("op", event.op), ("expires", expires))
+
+
+def rule_block(event: Rule) -> Block:
     body = event.text if event.op in ("set", "replace") else None
-    attrs = (("id", event.rule_id), ("scope", event.scope), ("op", event.op), ("expires", expires))
-    return Block("ctx-rule", body, attrs)
+    return Block("ctx-rule", body, _attrs(event))
+
+
+def ended_rule_block(event: Rule) -> Block:
+    """A set/replace that a later op ended, as the view shows it: its attributes and
+    ``ended="yes"``, no text (``PrepareOptions.hide_ended_rules``)."""
+    return Block("ctx-rule", None, (*_attrs(event), ("ended", "yes")))
 
 
 def render_rule(event: Rule) -> str:

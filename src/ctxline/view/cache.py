@@ -38,6 +38,7 @@ from ctxline.record.blobs import text_ref
 from ctxline.record.events import (
     AssistantMessage,
     Reduction,
+    Rule,
     StoredEvent,
     SystemMessage,
     ToolResult,
@@ -49,6 +50,7 @@ from ctxline.render.neutral import HistoryBuilder, NeutralMessage, ToolSpec, esc
 from ctxline.render.openai import OpenAIAssembler
 from ctxline.sources.base import Source
 from ctxline.sources.branch import BranchMark, render_branch
+from ctxline.sources.rules import ended_rule_block
 from ctxline.tags import escape
 from ctxline.tokens.counters import PERSISTED_MIN_CHARS, TextCounts
 from ctxline.view.candidates import EditIndex, kept_whole
@@ -258,10 +260,21 @@ class ViewCache:
             self.reader = reader_of(t.name for t in rec.tools)
             self.reader_tools = rec.tools
         opts = setup.options
-        key = (opts.fresh_limit, opts.timestamps, self.reader, opts.call_labels)
+        key = (
+            opts.fresh_limit,
+            opts.timestamps,
+            self.reader,
+            opts.call_labels,
+            opts.hide_ended_rules,
+        )
         if key != self.view_key:
             self.reset_view()
             self.view_key = key
+        if rec.ended_new:
+            # a rule ended whose block is rendered already: it shows without its text now
+            if opts.hide_ended_rules and self.fed_seq and min(rec.ended_new) <= self.fed_seq:
+                self.reset_view()
+            rec.ended_new.clear()
         if self.pending:
             if not self._patch(self.pending, events, setup):
                 self.reset_view()
@@ -283,6 +296,7 @@ class ViewCache:
         marks = setup.branches
         compact = self.record.edits.compact
         edits = self.record.edits
+        hide_ended, ended = setup.options.hide_ended_rules, self.record.ended_rules
         for index in self._to_feed(len(events)):
             stored = events[index]
             while self.marks_fed < len(marks) and marks[self.marks_fed].fork_seq < stored.seq:
@@ -292,6 +306,9 @@ class ViewCache:
             self.fed_seq, self.fed_id = stored.seq, stored.id
             event = stored.event
             if edits.hidden(stored.seq) or isinstance(event, SystemMessage):
+                continue
+            if hide_ended and isinstance(event, Rule) and stored.seq in ended:
+                self._add_ended_rule(stored, event)
                 continue
             self.builder.feed(self._view_event(stored, setup))
         if compact is not None and self.fed_seq >= compact.upto_seq:
@@ -333,6 +350,14 @@ class ViewCache:
         if setup.options.timestamps is not None:
             stored = stamped(stored, setup.options.timestamps)
         return stored
+
+    def _add_ended_rule(self, stored: StoredEvent, event: Rule) -> None:
+        """A set/replace a later op ended: shown where the sources show it, as its
+        attributes with ``ended="yes"`` and no text (none when no source shows rules)."""
+        render = self.builder.render_other
+        if render is None or render(event) is None:
+            return
+        self.builder.add(NeutralMessage("user", ended_rule_block(event).render(), seq=stored.seq))
 
     def _add_mark(self, mark: BranchMark) -> None:
         self.builder.add(NeutralMessage("user", render_branch(mark)))

@@ -198,6 +198,14 @@ class RecordFold:
     per call with that id (ids can be reused): the per-call label. Tuples, so a copy of
     the fold (a checkpoint, :meth:`ViewCache.fork`) shares them."""
     calls_by_tool: dict[str, int] = field(default_factory=dict)
+    rule_versions: dict[tuple[str, str], int] = field(default_factory=dict)
+    """(scope, id) → seq of the latest set/replace of each rule not ended since."""
+    ended_rules: set[int] = field(default_factory=set)
+    """Seqs of the set/replace ops a later op of the same rule ended (revoke, expired,
+    or a newer set/replace): the view shows them without their text."""
+    ended_new: list[int] = field(default_factory=list)
+    """Seqs added to :attr:`ended_rules` since the view last looked (it renders again when
+    one of them is a block it has rendered already)."""
 
     def call_number(self, call_id: str, seq: int) -> tuple[int, str] | None:
         """(number, tool) of the latest call ``call_id`` made before record seq ``seq``."""
@@ -205,6 +213,15 @@ class RecordFold:
             if at < seq:
                 return n, name
         return None
+
+    def _rule(self, event: Rule, seq: int) -> None:
+        key = (event.scope, event.rule_id)
+        earlier = self.rule_versions.pop(key, None)
+        if earlier is not None:
+            self.ended_rules.add(earlier)
+            self.ended_new.append(earlier)
+        if event.op in ("set", "replace"):
+            self.rule_versions[key] = seq
 
     def start(self, setup: ViewSetup) -> None:
         for source in setup.sources:
@@ -252,6 +269,8 @@ class RecordFold:
                 self.edits.apply(event)
                 self.compacted = self.compacted or event.action == "compact"
                 return event
+            case Rule():
+                self._rule(event, stored.seq)
             case AssistantMessage():
                 for call in event.tool_calls:
                     n = self.calls_by_tool[call.name] = self.calls_by_tool.get(call.name, 0) + 1
@@ -261,7 +280,6 @@ class RecordFold:
                 UserMessage()
                 | ToolResult()
                 | State()
-                | Rule()
                 | Notification()
                 | Todo()
                 | Compaction()

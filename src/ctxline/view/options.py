@@ -93,6 +93,13 @@ class PrepareOptions:
     (docs/budget.md: 3 takes mini-swe-agent from 1.45 to 1.1 cache breaks per 100 steps
     for 7 % more billed input; 1 is the plain rewrite)."""
 
+    hide_ended_rules: bool = True
+    """A rule's ``set``/``replace`` block whose rule a later op ended (revoked, expired or
+    replaced) shows as its attributes with ``ended="yes"``, its text left out: a model
+    that still read the text named the revoked rule's language in 10 of 20 ``ctxline eval``
+    instances, 4 of 20 with it hidden (docs/eval.md). The view renders again from the cut
+    when a rule ends (one cache break). False: every version shown as recorded, as in
+    headers logged before the option (``from_json``)."""
     call_labels: bool = False
     """Start each tool result with ``[call #3 of read_file]`` (its number among the calls
     of that tool in the record), so a model can tell repeated calls apart. Off: the
@@ -166,11 +173,13 @@ class PrepareOptions:
         """Options from a logged header. A header from before the fresh limit (no
         ``fresh_tokens``) showed every result over the offload limit as a preview at once:
         ``fresh_tokens=0`` renders it that way again; one from before ``reduce_weight``
-        weighed a reduction as its plain rewrite (1)."""
+        weighed a reduction as its plain rewrite (1); one from before ``hide_ended_rules``
+        showed every rule version's text."""
         known = set(cls.__dataclass_fields__)
         values = {k: v for k, v in data.items() if k in known}
         values.setdefault("fresh_tokens", 0)
         values.setdefault("reduce_weight", 1.0)
+        values.setdefault("hide_ended_rules", False)
         # the logged values are JSON: the fields' own checks (__post_init__) judge them
         make: Callable[..., PrepareOptions] = cls
         return make(**values)

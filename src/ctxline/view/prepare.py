@@ -305,6 +305,8 @@ def _prefix(
             return PrefixReport(prev.step, shared_tokens, same)
         is_tail = bool(prev.tail) and same == len(old) - 1
         reason = "the tail is replaced on every step" if is_tail else "a reduction rewrote the view from here"
+        if not is_tail and same < len(new) and new[same].seq in cache.record.ended_rules:
+            reason = "a rule ended: its earlier block is shown without its text"
         return _broken(prev, same, shared_tokens, "tail" if is_tail else "history", reason)
     # everything frozen at the previous step is still there; compare what was live then
     shared = prev.frozen_count
