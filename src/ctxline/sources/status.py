@@ -111,11 +111,6 @@ EMPTY_REPLY = (
 """The warning while the newest reply holds neither text nor a call (the runner asks once
 more; small local models end a turn so after a tool result)."""
 EMPTY_STATUS = "nothing to report yet"
-
-
-def says_nothing(body: str) -> bool:
-    """Whether a :meth:`StatusFold.body` has nothing to say (such a status is not sent)."""
-    return body == f"\n{EMPTY_STATUS}\n"
 """The body of a status with no section (a status source does not send it)."""
 SHELL_TOOLS = ("bash", "shell", "execute_bash", "run_shell_command", "terminal")
 _ARGS_SHOWN = 160
@@ -133,6 +128,11 @@ class SystemState:
     os: str | None = None
     shell: str | None = None
     python: str | None = None
+
+
+def says_nothing(body: str) -> bool:
+    """Whether a :meth:`StatusFold.body` has nothing to say (such a status is not sent)."""
+    return body == f"\n{EMPTY_STATUS}\n"
 
 
 def detect_environment() -> SystemState:

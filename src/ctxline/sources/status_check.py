@@ -22,6 +22,7 @@ from datetime import datetime, timedelta
 
 from ctxline.errors import ValidationError
 from ctxline.record.events import StoredEvent
+from ctxline.sources.status import EMPTY_STATUS as EMPTY
 from ctxline.sources.status import StatusConfig, StatusFold
 from ctxline.sources.timectx import (
     ELAPSED_LABEL,
@@ -37,7 +38,6 @@ __all__ = ["StatusChecker", "check_status_body"]
 
 RULE_SECTIONS = ("rules in force:", "rules ended (no longer in force):")
 SECTIONS = ("todo:", *RULE_SECTIONS, "tool calls:", "warnings:", "environment:", "time:")
-EMPTY = "nothing to report yet"
 _TIMES = re.compile(r" \(created (\S+?)(?:, updated (\S+?))?\)$")
 _LIMIT = re.compile(r" \((\d+)/([1-9]\d*) max(, limit reached)?\)$")
 _UNCALLED = re.compile(r"^- (.+) invoked 0 times \(0/([1-9]\d*) max\)$")
